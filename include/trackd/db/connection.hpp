@@ -1,0 +1,84 @@
+// A PostgreSQL connection (libpq), owned by one thread at a time.
+//
+// Contract: the constructor connects or throws DbError. exec()/query() run one statement and
+// throw DbError carrying the SQLSTATE on failure; parameters are always sent bound, never
+// spliced into SQL text. Not thread-safe: give each thread its own Connection.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+struct pg_conn;
+struct pg_result;
+
+namespace trackd::db {
+
+class DbError : public std::runtime_error {
+  public:
+    DbError(const std::string& message, std::string sqlstate)
+        : std::runtime_error(message), sqlstate_(std::move(sqlstate)) {}
+    // Five-character SQLSTATE, or empty when the connection itself failed.
+    [[nodiscard]] const std::string& sqlstate() const noexcept { return sqlstate_; }
+    // The connection is gone (class 08, admin shutdown 57P01..57P03, or no SQLSTATE at all):
+    // reconnecting and retrying is the remedy.
+    [[nodiscard]] bool connection_lost() const noexcept;
+
+  private:
+    std::string sqlstate_;
+};
+
+// The rows of one result, as text. Values are nullopt for SQL NULL.
+class Result {
+  public:
+    explicit Result(pg_result* res);
+    ~Result();
+    Result(Result&& other) noexcept;
+    Result& operator=(Result&& other) noexcept;
+    Result(const Result&) = delete;
+    Result& operator=(const Result&) = delete;
+
+    [[nodiscard]] int rows() const;
+    [[nodiscard]] int columns() const;
+    [[nodiscard]] std::optional<std::string> get(int row, int column) const;
+    // The value, or throws if it is NULL.
+    [[nodiscard]] std::string at(int row, int column) const;
+    // Number of rows an INSERT/UPDATE/DELETE touched.
+    [[nodiscard]] long affected() const;
+
+  private:
+    pg_result* res_;
+};
+
+using Params = std::vector<std::optional<std::string>>;
+
+class Connection {
+  public:
+    // `application_name` shows in pg_stat_activity, so operators see which part of trackd it is.
+    Connection(const std::string& dsn, const std::string& application_name,
+               int connect_timeout_s = 10);
+    ~Connection();
+    Connection(const Connection&) = delete;
+    Connection& operator=(const Connection&) = delete;
+
+    // Runs SQL text that may hold several statements, without parameters (migrations).
+    void exec_script(const std::string& sql);
+    // Runs one statement with bound text parameters ($1, $2, ...).
+    Result query(const std::string& sql, const Params& params = {});
+
+    // COPY ... FROM STDIN: start, send data in chunks, finish (throws on server error).
+    void copy_start(const std::string& copy_sql);
+    void copy_send(std::string_view data);
+    void copy_end();
+
+    [[nodiscard]] bool ok() const;
+    [[nodiscard]] pg_conn* raw() const noexcept { return conn_; }
+
+  private:
+    pg_conn* conn_ = nullptr;
+};
+
+}  // namespace trackd::db

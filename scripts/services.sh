@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Starts, stops and reports the local services trackd's tests and demo use: a throwaway
+# PostgreSQL/PostGIS cluster (scripts/pg.sh) and a single-node Kafka broker (scripts/kafka.sh),
+# both kept in the project-local folder .local/ (logs in .local/logs/).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(dirname "$here")"
+logs="${TRACKD_LOCAL_DIR:-$repo/.local}/logs"
+
+case "${1:-}" in
+  start)
+    bash "$here/pg.sh" start
+    bash "$here/kafka.sh" start
+    ;;
+  stop)
+    bash "$here/kafka.sh" stop || true
+    bash "$here/pg.sh" stop || true
+    ;;
+  status)
+    bash "$here/pg.sh" status || true
+    bash "$here/kafka.sh" status || true
+    ;;
+  logs)
+    # Printed by CI when something fails.
+    for f in "$logs"/*.log; do
+      [[ -e "$f" ]] || continue
+      echo "===== $f (last ${LOG_LINES:-200} lines)"
+      tail -n "${LOG_LINES:-200}" "$f"
+    done
+    ;;
+  *)
+    echo "usage: $0 start|stop|status|logs" >&2
+    exit 2
+    ;;
+esac

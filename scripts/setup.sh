@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs every system package trackd's build, tests and demo need. Idempotent: packages
+# already present are skipped, so a second run takes seconds.
+set -euo pipefail
+
+PACKAGES=(
+  # build
+  build-essential cmake ninja-build pkg-config git
+  librdkafka-dev libpqxx-dev libpq-dev libgeos-dev libproj-dev proj-data libsimdjson-dev
+  libboost-dev libboost-system-dev libfmt-dev libtomlplusplus-dev
+  libgtest-dev libgmock-dev googletest libbenchmark-dev
+  # tooling: format, lint, sanitizers, fuzzing
+  clang clang-format clang-tidy libclang-rt-14-dev
+  # local services: PostgreSQL 15 + PostGIS 3, Java and Maven for the Kafka broker
+  postgresql-15 postgresql-15-postgis-3 postgresql-client-15 postgresql-contrib
+  default-jre-headless maven
+  # scripts and tests
+  python3 python3-venv curl jq procps psmisc
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup: done"

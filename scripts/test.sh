@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The whole test suite, as on a fresh machine: install packages, build (release and ASan+UBSan),
+# start the real local services, run unit and integration tests, stop the services.
+# Exits non-zero on any failure and then prints the services' logs.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(dirname "$here")"
+cd "$repo"
+
+jobs="${TRACKD_BUILD_JOBS:-$(nproc)}"
+presets="${TRACKD_TEST_PRESETS:-release asan}"
+
+step() { printf '\n==== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
+
+on_exit() {
+  local rc=$?
+  if [[ $rc -ne 0 ]]; then
+    echo "test.sh: FAILED (exit $rc); service logs follow" >&2
+    bash "$here/services.sh" logs >&2 || true
+  fi
+  if [[ "${TRACKD_KEEP_SERVICES:-0}" != 1 ]]; then
+    bash "$here/services.sh" stop >/dev/null 2>&1 || true
+  fi
+  exit $rc
+}
+trap on_exit EXIT
+
+step "install system packages"
+bash "$here/setup.sh"
+
+for preset in $presets; do
+  step "build ($preset)"
+  cmake --preset "$preset" >/dev/null
+  cmake --build --preset "$preset" -j "$jobs"
+done
+
+step "format check"
+bash "$here/format.sh" --check
+
+step "start local services"
+bash "$here/services.sh" start
+
+for preset in $presets; do
+  step "unit tests ($preset)"
+  ctest --preset "$preset" -L unit -j "$jobs"
+  step "integration tests ($preset)"
+  ctest --preset "$preset" -L integration
+done
+
+step "all tests passed"

@@ -1,0 +1,442 @@
+#include "trackd/config/config.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+#include <string_view>
+#include <vector>
+
+#include <toml++/toml.h>
+
+#include "trackd/core/error.hpp"
+
+extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX, not in a header
+
+namespace trackd::config {
+namespace {
+
+using core::ConfigError;
+
+// One setting: where it lives in the file, how to read it from TOML and from an environment
+// string, and how to print it. The table below is the single list of settings.
+struct Field {
+    std::string section;
+    std::string key;
+    std::function<void(Config&, const toml::node&, const std::string&)> from_toml;
+    std::function<void(Config&, const std::string&, const std::string&)> from_text;
+    std::function<std::string(const Config&)> to_toml;  // masks secrets
+
+    [[nodiscard]] std::string path() const { return section + "." + key; }
+};
+
+std::string upper(std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+    return s;
+}
+
+// A TOML basic string: double quotes, with backslash escapes.
+std::string quote(const std::string& s) {
+    std::string out = "\"";
+    for (const char ch : s) {
+        switch (ch) {
+            case '"':
+                out += "\\\"";
+                break;
+            case '\\':
+                out += "\\\\";
+                break;
+            case '\n':
+                out += "\\n";
+                break;
+            case '\t':
+                out += "\\t";
+                break;
+            default:
+                if (static_cast<unsigned char>(ch) < 0x20) {
+                    constexpr std::string_view hex = "0123456789abcdef";
+                    out += "\\u00";
+                    out += hex[(static_cast<unsigned char>(ch) >> 4) & 0xf];
+                    out += hex[static_cast<unsigned char>(ch) & 0xf];
+                } else {
+                    out += ch;
+                }
+        }
+    }
+    return out + "\"";
+}
+
+template <class T>
+T parse_text(const std::string& text, const std::string& where) {
+    if constexpr (std::is_same_v<T, std::string>) {
+        return text;
+    } else if constexpr (std::is_same_v<T, bool>) {
+        if (text == "true" || text == "1") return true;
+        if (text == "false" || text == "0") return false;
+        throw ConfigError(where, "expected true or false, got '" + text + "'");
+    } else if constexpr (std::is_same_v<T, double>) {
+        double v = 0;
+        const auto* end = text.data() + text.size();
+        auto [ptr, ec] = std::from_chars(text.data(), end, v);
+        if (ec != std::errc{} || ptr != end || !std::isfinite(v)) {
+            throw ConfigError(where, "expected a number, got '" + text + "'");
+        }
+        return v;
+    } else {
+        T v{};
+        const auto* end = text.data() + text.size();
+        auto [ptr, ec] = std::from_chars(text.data(), end, v);
+        if (ec != std::errc{} || ptr != end) {
+            throw ConfigError(where, "expected an integer, got '" + text + "'");
+        }
+        return v;
+    }
+}
+
+template <class T>
+T parse_toml(const toml::node& node, const std::string& where) {
+    if constexpr (std::is_same_v<T, std::string>) {
+        if (auto v = node.value_exact<std::string>()) return *v;
+        throw ConfigError(where, "expected a string");
+    } else if constexpr (std::is_same_v<T, bool>) {
+        if (auto v = node.value_exact<bool>()) return *v;
+        throw ConfigError(where, "expected true or false");
+    } else if constexpr (std::is_same_v<T, double>) {
+        if (auto v = node.value<double>()) return *v;
+        throw ConfigError(where, "expected a number");
+    } else {
+        auto v = node.value_exact<std::int64_t>();
+        if (!v) throw ConfigError(where, "expected an integer");
+        if (*v < std::numeric_limits<T>::min() || *v > std::numeric_limits<T>::max()) {
+            throw ConfigError(where, "integer out of range: " + std::to_string(*v));
+        }
+        return static_cast<T>(*v);
+    }
+}
+
+template <class T>
+std::string print(const T& v) {
+    if constexpr (std::is_same_v<T, std::string>) {
+        return quote(v);
+    } else if constexpr (std::is_same_v<T, bool>) {
+        return v ? "true" : "false";
+    } else if constexpr (std::is_same_v<T, double>) {
+        std::ostringstream out;
+        out << v;
+        auto s = out.str();
+        if (s.find_first_of(".e") == std::string::npos) s += ".0";
+        return s;
+    } else {
+        return std::to_string(v);
+    }
+}
+
+// postgresql://user:password@host/db -> postgresql://user:****@host/db, and
+// "host=x password=y" -> "host=x password=****".
+std::string mask_dsn(const std::string& dsn) {
+    std::string out = dsn;
+    const auto scheme = out.find("://");
+    if (scheme != std::string::npos) {
+        const auto at = out.find('@', scheme + 3);
+        const auto colon = out.find(':', scheme + 3);
+        if (at != std::string::npos && colon != std::string::npos && colon < at) {
+            out.replace(colon + 1, at - colon - 1, "****");
+        }
+    }
+    for (const std::string key : {"password=", "sslpassword="}) {
+        auto pos = out.find(key);
+        while (pos != std::string::npos) {
+            const auto start = pos + key.size();
+            auto end = out.find_first_of(" &", start);
+            if (end == std::string::npos) end = out.size();
+            out.replace(start, end - start, "****");
+            pos = out.find(key, start + 4);
+        }
+    }
+    return out;
+}
+
+template <class S, class T>
+Field field(const char* section, const char* key, S Config::*sec, T S::*mem, bool secret = false) {
+    Field f;
+    f.section = section;
+    f.key = key;
+    f.from_toml = [sec, mem](Config& c, const toml::node& n, const std::string& where) {
+        (c.*sec).*mem = parse_toml<T>(n, where);
+    };
+    f.from_text = [sec, mem](Config& c, const std::string& text, const std::string& where) {
+        (c.*sec).*mem = parse_text<T>(text, where);
+    };
+    f.to_toml = [sec, mem, secret](const Config& c) {
+        if constexpr (std::is_same_v<T, std::string>) {
+            if (secret) return print(mask_dsn((c.*sec).*mem));
+        }
+        return print((c.*sec).*mem);
+    };
+    return f;
+}
+
+const std::vector<Field>& fields() {
+    static const std::vector<Field> all = {
+        field("kafka", "brokers", &Config::kafka, &KafkaConfig::brokers),
+        field("kafka", "topic", &Config::kafka, &KafkaConfig::topic),
+        field("kafka", "group", &Config::kafka, &KafkaConfig::group),
+        field("kafka", "client_id", &Config::kafka, &KafkaConfig::client_id),
+        field("pg", "dsn", &Config::pg, &PgConfig::dsn, true),
+        field("pg", "connect_timeout_s", &Config::pg, &PgConfig::connect_timeout_s),
+        field("http", "enabled", &Config::http, &HttpConfig::enabled),
+        field("http", "listen", &Config::http, &HttpConfig::listen),
+        field("http", "threads", &Config::http, &HttpConfig::threads),
+        field("batch", "max_rows", &Config::batch, &BatchConfig::max_rows),
+        field("batch", "max_bytes", &Config::batch, &BatchConfig::max_bytes),
+        field("batch", "max_ms", &Config::batch, &BatchConfig::max_ms),
+        field("batch", "inflight_bytes", &Config::batch, &BatchConfig::inflight_bytes),
+        field("validate", "max_future_skew_s", &Config::validate,
+              &ValidateConfig::max_future_skew_s),
+        field("validate", "max_age_s", &Config::validate, &ValidateConfig::max_age_s),
+        field("validate", "reject_null_island", &Config::validate,
+              &ValidateConfig::reject_null_island),
+        field("validate", "max_speed_kmh", &Config::validate, &ValidateConfig::max_speed_kmh),
+        field("validate", "max_vehicle_id_len", &Config::validate,
+              &ValidateConfig::max_vehicle_id_len),
+        field("validate", "max_payload_bytes", &Config::validate,
+              &ValidateConfig::max_payload_bytes),
+        field("postgis", "partition_interval", &Config::postgis,
+              &PostgisConfig::partition_interval),
+        field("postgis", "partitions_ahead", &Config::postgis, &PostgisConfig::partitions_ahead),
+        field("log", "level", &Config::log, &LogConfig::level),
+        field("log", "format", &Config::log, &LogConfig::format),
+    };
+    return all;
+}
+
+// librdkafka properties live in their own table, [kafka.properties], passed through as strings.
+constexpr std::string_view kPropertiesPath = "kafka.properties";
+constexpr std::string_view kPropertiesEnvPrefix = "TRACKD_KAFKA_PROPERTIES_";
+
+std::set<std::string> sections() {
+    std::set<std::string> out;
+    for (const auto& f : fields()) out.insert(f.section);
+    return out;
+}
+
+const Field* find_field(const std::string& section, const std::string& key) {
+    for (const auto& f : fields()) {
+        if (f.section == section && f.key == key) return &f;
+    }
+    return nullptr;
+}
+
+void apply_properties_table(Config& c, const toml::table& props) {
+    for (const auto& [k, v] : props) {
+        std::string where = std::string(kPropertiesPath) + "." + std::string(k.str());
+        if (auto s = v.value_exact<std::string>()) {
+            c.kafka.properties[std::string(k.str())] = *s;
+        } else if (auto i = v.value_exact<std::int64_t>()) {
+            c.kafka.properties[std::string(k.str())] = std::to_string(*i);
+        } else if (auto b = v.value_exact<bool>()) {
+            c.kafka.properties[std::string(k.str())] = *b ? "true" : "false";
+        } else {
+            throw ConfigError(where, "expected a string, integer or boolean");
+        }
+    }
+}
+
+void apply_toml(Config& c, const toml::table& root) {
+    const auto known = sections();
+    for (const auto& [sec_key, sec_node] : root) {
+        const std::string section(sec_key.str());
+        if (known.count(section) == 0) {
+            throw ConfigError(section,
+                              "unknown section (known: kafka, pg, http, batch, "
+                              "validate, postgis, log)");
+        }
+        const auto* table = sec_node.as_table();
+        if (table == nullptr) throw ConfigError(section, "expected a table [" + section + "]");
+        for (const auto& [key_key, node] : *table) {
+            const std::string key(key_key.str());
+            const std::string where = section + "." + key;
+            if (section == "kafka" && key == "properties") {
+                const auto* props = node.as_table();
+                if (props == nullptr) throw ConfigError(where, "expected a table");
+                apply_properties_table(c, *props);
+                continue;
+            }
+            const Field* f = find_field(section, key);
+            if (f == nullptr) throw ConfigError(where, "unknown key");
+            f->from_toml(c, node, where);
+        }
+    }
+}
+
+void apply_env(Config& c, const Environment& env) {
+    const auto known = sections();
+    for (const auto& [name, value] : env) {
+        if (name.rfind("TRACKD_", 0) != 0) continue;
+        if (name.rfind(kPropertiesEnvPrefix, 0) == 0) {
+            // TRACKD_KAFKA_PROPERTIES_SASL_MECHANISM -> sasl.mechanism
+            std::string prop = name.substr(kPropertiesEnvPrefix.size());
+            std::transform(prop.begin(), prop.end(), prop.begin(), [](unsigned char ch) {
+                return ch == '_' ? '.' : static_cast<char>(std::tolower(ch));
+            });
+            if (prop.empty()) throw ConfigError(name, "names no librdkafka property");
+            c.kafka.properties[prop] = value;
+            continue;
+        }
+        const std::string rest = name.substr(7);
+        const auto underscore = rest.find('_');
+        std::string section = rest.substr(0, underscore);
+        std::transform(section.begin(), section.end(), section.begin(),
+                       [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+        if (known.count(section) == 0) continue;  // another tool's variable
+        bool matched = false;
+        for (const auto& f : fields()) {
+            if (f.section == section && "TRACKD_" + upper(f.section) + "_" + upper(f.key) == name) {
+                f.from_text(c, value, f.path() + " (from " + name + ")");
+                matched = true;
+                break;
+            }
+        }
+        if (!matched) {
+            throw ConfigError(name, "unknown setting in section [" + section + "]");
+        }
+    }
+}
+
+bool valid_host_port(const std::string& s) {
+    const auto colon = s.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == s.size()) return false;
+    int port = 0;
+    const char* b = s.data() + colon + 1;
+    const char* e = s.data() + s.size();
+    auto [ptr, ec] = std::from_chars(b, e, port);
+    return ec == std::errc{} && ptr == e && port > 0 && port < 65536;
+}
+
+void require(bool ok, const std::string& key, const std::string& problem) {
+    if (!ok) throw ConfigError(key, problem);
+}
+
+void validate(const Config& c) {
+    require(!c.kafka.brokers.empty(), "kafka.brokers", "must not be empty (host:port,...)");
+    require(!c.kafka.topic.empty(), "kafka.topic", "must not be empty");
+    require(c.kafka.topic.size() <= 249 &&
+                std::all_of(c.kafka.topic.begin(), c.kafka.topic.end(),
+                            [](unsigned char ch) {
+                                return std::isalnum(ch) != 0 || ch == '.' || ch == '_' || ch == '-';
+                            }),
+            "kafka.topic", "'" + c.kafka.topic + "' is not a valid topic name ([A-Za-z0-9._-]+)");
+    require(!c.kafka.group.empty(), "kafka.group", "must not be empty");
+    for (const auto& [k, v] : c.kafka.properties) {
+        require(k != "enable.auto.commit" || v == "false",
+                std::string(kPropertiesPath) + ".enable.auto.commit",
+                "must stay false: trackd stores offsets in PostgreSQL");
+        require(k != "group.id" && k != "bootstrap.servers", std::string(kPropertiesPath) + "." + k,
+                "set it with kafka.group / kafka.brokers instead");
+    }
+    require(!c.pg.dsn.empty(), "pg.dsn", "must not be empty");
+    require(c.pg.connect_timeout_s >= 1 && c.pg.connect_timeout_s <= 3600, "pg.connect_timeout_s",
+            "must be between 1 and 3600");
+    require(valid_host_port(c.http.listen), "http.listen",
+            "'" + c.http.listen + "' is not host:port with a port in 1..65535");
+    require(c.http.threads >= 1 && c.http.threads <= 256, "http.threads",
+            "must be between 1 and 256");
+    require(c.batch.max_rows >= 1, "batch.max_rows", "must be at least 1");
+    require(c.batch.max_bytes >= 1024, "batch.max_bytes", "must be at least 1024");
+    require(c.batch.max_ms >= 1 && c.batch.max_ms <= 600000, "batch.max_ms",
+            "must be between 1 and 600000");
+    require(c.batch.inflight_bytes >= c.batch.max_bytes, "batch.inflight_bytes",
+            "must be at least batch.max_bytes (" + std::to_string(c.batch.max_bytes) + ")");
+    require(c.validate.max_future_skew_s >= 0, "validate.max_future_skew_s",
+            "must not be negative");
+    require(c.validate.max_age_s >= 1, "validate.max_age_s", "must be at least 1");
+    require(c.validate.max_speed_kmh > 0, "validate.max_speed_kmh", "must be positive");
+    require(c.validate.max_vehicle_id_len >= 1 && c.validate.max_vehicle_id_len <= 1024,
+            "validate.max_vehicle_id_len", "must be between 1 and 1024");
+    require(c.validate.max_payload_bytes >= 256, "validate.max_payload_bytes",
+            "must be at least 256");
+    const auto& iv = c.postgis.partition_interval;
+    require(iv == "hour" || iv == "day" || iv == "week" || iv == "month",
+            "postgis.partition_interval", "'" + iv + "' is not one of hour, day, week, month");
+    require(c.postgis.partitions_ahead >= 0 && c.postgis.partitions_ahead <= 1000,
+            "postgis.partitions_ahead", "must be between 0 and 1000");
+    const auto& lv = c.log.level;
+    require(lv == "debug" || lv == "info" || lv == "warn" || lv == "error", "log.level",
+            "'" + lv + "' is not one of debug, info, warn, error");
+    require(c.log.format == "text" || c.log.format == "json", "log.format",
+            "'" + c.log.format + "' is not text or json");
+}
+
+bool secret_property(const std::string& name) {
+    for (const char* word : {"password", "secret", "key", "token", "oauthbearer.config"}) {
+        if (name.find(word) != std::string::npos) return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+Environment process_environment() {
+    Environment env;
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+        const std::string_view entry(*e);
+        if (entry.rfind("TRACKD_", 0) != 0) continue;
+        const auto eq = entry.find('=');
+        if (eq == std::string_view::npos) continue;
+        env.emplace(std::string(entry.substr(0, eq)), std::string(entry.substr(eq + 1)));
+    }
+    return env;
+}
+
+Config load_from_string(const std::string& toml_text, const std::string& source_name,
+                        const Environment& env) {
+    Config c;
+    toml::table root;
+    try {
+        root = toml::parse(toml_text, source_name);
+    } catch (const toml::parse_error& e) {
+        const auto& where = e.source().begin;
+        throw ConfigError(
+            source_name + ":" + std::to_string(where.line) + ":" + std::to_string(where.column),
+            std::string(e.description()));
+    }
+    apply_toml(c, root);
+    apply_env(c, env);
+    validate(c);
+    return c;
+}
+
+Config load(const std::string& file, const Environment& env) {
+    if (file.empty()) return load_from_string("", "(defaults)", env);
+    std::ifstream in(file);
+    if (!in) throw ConfigError("--config", "cannot read '" + file + "'");
+    std::ostringstream text;
+    text << in.rdbuf();
+    return load_from_string(text.str(), file, env);
+}
+
+std::string to_masked_toml(const Config& config) {
+    std::ostringstream out;
+    std::string current;
+    for (const auto& f : fields()) {
+        if (f.section != current) {
+            if (!current.empty()) out << "\n";
+            out << "[" << f.section << "]\n";
+            current = f.section;
+        }
+        const std::string value = f.to_toml(config);
+        out << f.key << " = " << value << "\n";
+    }
+    out << "\n[" << kPropertiesPath << "]\n";
+    for (const auto& [k, v] : config.kafka.properties) {
+        out << quote(k) << " = " << quote(secret_property(k) ? "****" : v) << "\n";
+    }
+    return out.str();
+}
+
+}  // namespace trackd::config

@@ -1,0 +1,145 @@
+#include "trackd/db/connection.hpp"
+
+#include <utility>
+
+#include <libpq-fe.h>
+
+#include "trackd/core/log.hpp"
+
+namespace trackd::db {
+namespace {
+
+std::string trim(std::string s) {
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+}
+
+[[noreturn]] void throw_result_error(pg_conn* conn, PGresult* res) {
+    std::string state;
+    std::string message;
+    if (res != nullptr) {
+        const char* s = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+        state = s != nullptr ? s : "";
+        message = trim(PQresultErrorMessage(res));
+        PQclear(res);
+    }
+    if (message.empty()) message = trim(PQerrorMessage(conn));
+    throw DbError(message.empty() ? "unknown PostgreSQL error" : message, state);
+}
+
+// Server NOTICEs (e.g. "moved N rows from the default partition") go to the log, not raw stderr.
+void log_notice(void* /*arg*/, const PGresult* res) {
+    std::string message = trim(PQresultErrorMessage(res));
+    core::log::debug("postgresql notice", {{"message", message}});
+}
+
+}  // namespace
+
+bool DbError::connection_lost() const noexcept {
+    return sqlstate_.empty() || sqlstate_.rfind("08", 0) == 0 || sqlstate_ == "57P01" ||
+           sqlstate_ == "57P02" || sqlstate_ == "57P03";
+}
+
+Result::Result(pg_result* res) : res_(res) {}
+Result::~Result() {
+    if (res_ != nullptr) PQclear(res_);
+}
+Result::Result(Result&& other) noexcept : res_(std::exchange(other.res_, nullptr)) {}
+Result& Result::operator=(Result&& other) noexcept {
+    if (this != &other) {
+        if (res_ != nullptr) PQclear(res_);
+        res_ = std::exchange(other.res_, nullptr);
+    }
+    return *this;
+}
+int Result::rows() const { return PQntuples(res_); }
+int Result::columns() const { return PQnfields(res_); }
+std::optional<std::string> Result::get(int row, int column) const {
+    if (PQgetisnull(res_, row, column) != 0) return std::nullopt;
+    return std::string(PQgetvalue(res_, row, column),
+                       static_cast<size_t>(PQgetlength(res_, row, column)));
+}
+std::string Result::at(int row, int column) const {
+    auto v = get(row, column);
+    if (!v) {
+        throw DbError("unexpected NULL in column " + std::string(PQfname(res_, column)), "");
+    }
+    return *v;
+}
+long Result::affected() const {
+    const char* n = PQcmdTuples(res_);
+    return (n == nullptr || *n == '\0') ? 0 : std::stol(n);
+}
+
+Connection::Connection(const std::string& dsn, const std::string& application_name,
+                       int connect_timeout_s) {
+    const std::string timeout = std::to_string(connect_timeout_s);
+    const char* keys[] = {"dbname", "application_name", "connect_timeout", nullptr};
+    const char* values[] = {dsn.c_str(), application_name.c_str(), timeout.c_str(), nullptr};
+    // expand_dbname=1: `dbname` may be a full connection string or URI.
+    conn_ = PQconnectdbParams(keys, values, 1);
+    if (conn_ == nullptr || PQstatus(conn_) != CONNECTION_OK) {
+        std::string message = conn_ != nullptr ? trim(PQerrorMessage(conn_)) : "out of memory";
+        if (conn_ != nullptr) PQfinish(conn_);
+        conn_ = nullptr;
+        throw DbError("cannot connect to PostgreSQL: " + message, "");
+    }
+    PQsetNoticeReceiver(conn_, log_notice, nullptr);
+}
+
+Connection::~Connection() {
+    if (conn_ != nullptr) PQfinish(conn_);
+}
+
+bool Connection::ok() const { return conn_ != nullptr && PQstatus(conn_) == CONNECTION_OK; }
+
+void Connection::exec_script(const std::string& sql) {
+    PGresult* res = PQexec(conn_, sql.c_str());
+    const auto status = PQresultStatus(res);
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) throw_result_error(conn_, res);
+    PQclear(res);
+}
+
+Result Connection::query(const std::string& sql, const Params& params) {
+    std::vector<const char*> values;
+    values.reserve(params.size());
+    for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+    PGresult* res = PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr,
+                                 values.data(), nullptr, nullptr, 0);
+    const auto status = PQresultStatus(res);
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) throw_result_error(conn_, res);
+    return Result(res);
+}
+
+void Connection::copy_start(const std::string& copy_sql) {
+    PGresult* res = PQexec(conn_, copy_sql.c_str());
+    if (PQresultStatus(res) != PGRES_COPY_IN) throw_result_error(conn_, res);
+    PQclear(res);
+}
+
+void Connection::copy_send(std::string_view data) {
+    if (PQputCopyData(conn_, data.data(), static_cast<int>(data.size())) != 1) {
+        throw_result_error(conn_, nullptr);
+    }
+}
+
+void Connection::copy_end() {
+    if (PQputCopyEnd(conn_, nullptr) != 1) throw_result_error(conn_, nullptr);
+    PGresult* res = PQgetResult(conn_);
+    const bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+    if (!ok) {
+        // Drain the remaining results so the connection is usable for ROLLBACK.
+        std::string state;
+        std::string message;
+        const char* s = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+        state = s != nullptr ? s : "";
+        message = trim(PQresultErrorMessage(res));
+        PQclear(res);
+        while ((res = PQgetResult(conn_)) != nullptr) PQclear(res);
+        throw DbError(message, state);
+    }
+    PQclear(res);
+    while ((res = PQgetResult(conn_)) != nullptr) PQclear(res);
+}
+
+}  // namespace trackd::db

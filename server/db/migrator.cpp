@@ -1,0 +1,170 @@
+#include <algorithm>
+#include <map>
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "trackd/core/error.hpp"
+#include "trackd/db/migrations.hpp"
+
+#include "embedded_migrations.hpp"
+
+namespace trackd::db {
+namespace {
+
+// Arbitrary but fixed: the key of the advisory lock that serialises migrations.
+constexpr long long kMigrationLockKey = 0x747261636b640001LL;  // "trackd" + 1
+
+std::vector<Migration> parse_embedded() {
+    static const std::regex pattern(R"(V(\d{4})__([a-z0-9_]+)\.sql)");
+    std::vector<Migration> out;
+    for (const auto& f : embedded_migrations()) {
+        std::cmatch m;
+        if (!std::regex_match(f.name, m, pattern)) {
+            throw core::StartupError(fmt::format(
+                "migration file name '{}' does not match V<4 digits>__<name>.sql", f.name));
+        }
+        out.push_back({std::stoi(m[1].str()), m[2].str(), f.name, f.text});
+    }
+    std::sort(out.begin(), out.end(),
+              [](const Migration& a, const Migration& b) { return a.version < b.version; });
+    for (size_t i = 0; i < out.size(); ++i) {
+        if (out[i].version != static_cast<int>(i) + 1) {
+            throw core::StartupError(fmt::format(
+                "migrations must be numbered 1, 2, 3, ... without gaps; found {}", out[i].file));
+        }
+    }
+    return out;
+}
+
+bool schema_table_exists(Connection& conn) {
+    return conn.query("SELECT to_regclass('trackd.schema_migrations') IS NOT NULL").at(0, 0) == "t";
+}
+
+struct Applied {
+    std::string name;
+    std::optional<std::string> checksum;
+};
+
+std::map<int, Applied> applied_migrations(Connection& conn) {
+    std::map<int, Applied> out;
+    if (!schema_table_exists(conn)) return out;
+    auto r = conn.query("SELECT version, name, checksum FROM trackd.schema_migrations");
+    for (int i = 0; i < r.rows(); ++i) {
+        out[std::stoi(r.at(i, 0))] = Applied{r.at(i, 1), r.get(i, 2)};
+    }
+    return out;
+}
+
+// SHA-256 as PostgreSQL computes it, so that a DBA can compare with
+// `SELECT encode(sha256(pg_read_binary_file(...)), 'hex')` or sha256sum.
+std::string checksum(Connection& conn, const std::string& text) {
+    return conn.query("SELECT encode(sha256(convert_to($1, 'UTF8')), 'hex')", {text}).at(0, 0);
+}
+
+class AdvisoryLock {
+  public:
+    explicit AdvisoryLock(Connection& conn) : conn_(conn) {
+        conn_.query("SELECT pg_advisory_lock($1)", {std::to_string(kMigrationLockKey)});
+    }
+    ~AdvisoryLock() {
+        try {
+            conn_.query("SELECT pg_advisory_unlock($1)", {std::to_string(kMigrationLockKey)});
+        } catch (const DbError&) {
+            // The lock is released with the session anyway.
+        }
+    }
+    AdvisoryLock(const AdvisoryLock&) = delete;
+    AdvisoryLock& operator=(const AdvisoryLock&) = delete;
+
+  private:
+    Connection& conn_;
+};
+
+}  // namespace
+
+const std::vector<Migration>& known_migrations() {
+    static const std::vector<Migration> all = parse_embedded();
+    return all;
+}
+
+int expected_schema_version() { return known_migrations().back().version; }
+
+int current_schema_version(Connection& conn) {
+    if (!schema_table_exists(conn)) return 0;
+    auto r = conn.query("SELECT coalesce(max(version), 0) FROM trackd.schema_migrations");
+    return std::stoi(r.at(0, 0));
+}
+
+MigrateReport migrate(Connection& conn) {
+    AdvisoryLock lock(conn);
+    MigrateReport report;
+    report.version_before = current_schema_version(conn);
+    if (report.version_before > expected_schema_version()) {
+        throw core::StartupError(
+            fmt::format("the database schema is at version {}, newer than this trackd knows ({}); "
+                        "upgrade trackd",
+                        report.version_before, expected_schema_version()));
+    }
+    auto applied = applied_migrations(conn);
+    for (const auto& m : known_migrations()) {
+        const std::string sum = checksum(conn, m.sql);
+        auto it = applied.find(m.version);
+        if (it != applied.end()) {
+            if (!it->second.checksum) {
+                // Applied by a DBA with psql: the file records itself without a checksum.
+                conn.query("UPDATE trackd.schema_migrations SET checksum = $2 WHERE version = $1",
+                           {std::to_string(m.version), sum});
+            } else if (*it->second.checksum != sum) {
+                throw core::StartupError(fmt::format(
+                    "migration {} was changed after it was applied (checksum {} in the "
+                    "database, {} now); restore the file, and put schema changes in a new "
+                    "migration",
+                    m.file, it->second.checksum->substr(0, 12), sum.substr(0, 12)));
+            }
+            continue;
+        }
+        try {
+            conn.exec_script("BEGIN");
+            conn.exec_script(m.sql);
+            conn.query(
+                "INSERT INTO trackd.schema_migrations (version, name, checksum) "
+                "VALUES ($1, $2, $3) ON CONFLICT (version) DO UPDATE SET checksum = $3",
+                {std::to_string(m.version), m.name, sum});
+            conn.exec_script("COMMIT");
+        } catch (const DbError& e) {
+            try {
+                conn.exec_script("ROLLBACK");
+            } catch (const DbError&) {
+                // The connection is broken; the transaction is gone with it.
+            }
+            throw core::StartupError(fmt::format("migration {} failed: {}", m.file, e.what()));
+        }
+        report.applied.push_back(m.file);
+    }
+    report.version_after = current_schema_version(conn);
+    return report;
+}
+
+void check_schema(Connection& conn) {
+    const int have = current_schema_version(conn);
+    const int want = expected_schema_version();
+    if (have == 0) {
+        throw core::StartupError(
+            "the database has no trackd schema; run `trackd migrate` (or apply "
+            "sql/migrations/*.sql with psql) first");
+    }
+    if (have < want) {
+        throw core::StartupError(fmt::format(
+            "the database schema is at version {}, this trackd needs {}; run `trackd migrate`",
+            have, want));
+    }
+    if (have > want) {
+        throw core::StartupError(
+            fmt::format("the database schema is at version {}, newer than this trackd knows ({}); "
+                        "upgrade trackd",
+                        have, want));
+    }
+}
+
+}  // namespace trackd::db

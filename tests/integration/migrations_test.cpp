@@ -1,0 +1,169 @@
+// Migrations against the real local PostgreSQL/PostGIS: idempotence, equality with the psql
+// route, the schema-version guard of `trackd run`, and the DEFAULT history partition.
+#include "trackd/db/migrations.hpp"
+
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "support/process.hpp"
+#include "support/test_database.hpp"
+
+namespace trackd::test {
+namespace {
+
+std::string trackd_with_db(const TestDatabase& db, const std::string& command) {
+    return "env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() + " " + command;
+}
+
+std::string pg_bin(const std::string& tool) {
+    const std::string versioned = "/usr/lib/postgresql/15/bin/" + tool;
+    return std::ifstream(versioned).good() ? versioned : tool;
+}
+
+std::string schema_dump(const TestDatabase& db) {
+    const auto r =
+        run_command(pg_bin("pg_dump") + " --schema-only --no-owner " + shell_quote(db.dsn()));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    // pg_dump brackets its output with \restrict <random key>; drop those lines.
+    std::istringstream in(r.output);
+    std::string out;
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind("\\restrict ", 0) == 0 || line.rfind("\\unrestrict ", 0) == 0) continue;
+        out += line + "\n";
+    }
+    return out;
+}
+
+void apply_with_psql(const TestDatabase& db, int up_to_version) {
+    for (const auto& m : db::known_migrations()) {
+        if (m.version > up_to_version) break;
+        const auto r = run_command(
+            pg_bin("psql") + " -X -q -1 -v ON_ERROR_STOP=1 -d " + shell_quote(db.dsn()) + " -f " +
+            shell_quote(std::string(TRACKD_SOURCE_DIR) + "/sql/migrations/" + m.file));
+        ASSERT_EQ(r.exit_code, 0) << m.file << ": " << r.output;
+    }
+}
+
+TEST(Migrations, SecondRunChangesNothing) {
+    TestDatabase db("mig_twice");
+    auto first = run_command(trackd_with_db(db, "migrate"));
+    ASSERT_EQ(first.exit_code, 0) << first.output;
+    EXPECT_NE(first.output.find("schema migrated from version 0 to " +
+                                std::to_string(db::expected_schema_version())),
+              std::string::npos)
+        << first.output;
+    const std::string before = schema_dump(db);
+
+    auto second = run_command(trackd_with_db(db, "migrate"));
+    ASSERT_EQ(second.exit_code, 0) << second.output;
+    EXPECT_NE(second.output.find("schema is up to date"), std::string::npos) << second.output;
+    EXPECT_EQ(schema_dump(db), before);
+
+    db::Connection conn(db.dsn(), "test");
+    auto r =
+        conn.query("SELECT count(*), count(checksum), max(version) FROM trackd.schema_migrations");
+    const auto n = std::to_string(db::known_migrations().size());
+    EXPECT_EQ(r.at(0, 0), n);
+    EXPECT_EQ(r.at(0, 1), n);
+    EXPECT_EQ(r.at(0, 2), std::to_string(db::expected_schema_version()));
+}
+
+TEST(Migrations, TrackdMigrateEqualsPsqlFilesInOrder) {
+    TestDatabase by_trackd("mig_trackd");
+    TestDatabase by_psql("mig_psql");
+    ASSERT_EQ(run_command(trackd_with_db(by_trackd, "migrate")).exit_code, 0);
+    apply_with_psql(by_psql, db::expected_schema_version());
+    const std::string a = schema_dump(by_trackd);
+    const std::string b = schema_dump(by_psql);
+    ASSERT_GT(a.size(), 1000U);
+    EXPECT_EQ(a, b);
+
+    // trackd adopts psql-applied migrations: it fills in their checksums and applies nothing.
+    auto r = run_command(trackd_with_db(by_psql, "migrate"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("schema is up to date"), std::string::npos) << r.output;
+    db::Connection conn(by_psql.dsn(), "test");
+    EXPECT_EQ(
+        conn.query("SELECT count(*) FROM trackd.schema_migrations WHERE checksum IS NULL").at(0, 0),
+        "0");
+}
+
+TEST(Migrations, ChangedFileIsRefused) {
+    TestDatabase db("mig_changed");
+    ASSERT_EQ(run_command(trackd_with_db(db, "migrate")).exit_code, 0);
+    {
+        db::Connection conn(db.dsn(), "test");
+        conn.query("UPDATE trackd.schema_migrations SET checksum = 'deadbeef' WHERE version = 2");
+    }
+    const auto r = run_command(trackd_with_db(db, "migrate"));
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.output.find("migration V0002__history.sql was changed after it was applied"),
+              std::string::npos)
+        << r.output;
+}
+
+TEST(Migrations, RunRefusesOlderAndNewerSchemas) {
+    TestDatabase db("mig_guard");
+    auto none = run_command(trackd_with_db(db, "run"));
+    EXPECT_EQ(none.exit_code, 1);
+    EXPECT_NE(none.output.find("no trackd schema; run `trackd migrate`"), std::string::npos)
+        << none.output;
+
+    apply_with_psql(db, 1);
+    auto older = run_command(trackd_with_db(db, "run"));
+    EXPECT_EQ(older.exit_code, 1);
+    EXPECT_NE(
+        older.output.find("schema is at version 1, this trackd needs " +
+                          std::to_string(db::expected_schema_version()) + "; run `trackd migrate`"),
+        std::string::npos)
+        << older.output;
+
+    ASSERT_EQ(run_command(trackd_with_db(db, "migrate")).exit_code, 0);
+    {
+        db::Connection conn(db.dsn(), "test");
+        conn.query("INSERT INTO trackd.schema_migrations (version, name) VALUES (999, 'future')");
+    }
+    auto newer = run_command(trackd_with_db(db, "run"));
+    EXPECT_EQ(newer.exit_code, 1);
+    EXPECT_NE(newer.output.find("newer than this trackd knows"), std::string::npos) << newer.output;
+    auto migrate_newer = run_command(trackd_with_db(db, "migrate"));
+    EXPECT_EQ(migrate_newer.exit_code, 1);
+    EXPECT_NE(migrate_newer.output.find("upgrade trackd"), std::string::npos)
+        << migrate_newer.output;
+}
+
+TEST(HistoryPartitions, RowOutsideEveryPartitionLandsInDefault) {
+    TestDatabase db("part_default");
+    ASSERT_EQ(run_command(trackd_with_db(db, "migrate")).exit_code, 0);
+    db::Connection conn(db.dsn(), "test");
+    const std::string insert =
+        "INSERT INTO trackd.vehicle_telemetry_history (vehicle_id, recorded_at, geom, "
+        "ingest_batch_id, kafka_partition, kafka_offset) VALUES ($1, $2::timestamptz, "
+        "ST_SetSRID(ST_MakePoint(13.4, 52.5, 0), 4326), 1, 0, $3)";
+    conn.query(insert, {"old-1", "1999-06-01T12:00:00Z", "1"});
+    conn.query(insert, {"now-1", "now", "2"});
+
+    auto where = conn.query(
+        "SELECT vehicle_id, tableoid::regclass::text FROM trackd.vehicle_telemetry_history "
+        "ORDER BY vehicle_id");
+    ASSERT_EQ(where.rows(), 2);
+    EXPECT_EQ(where.at(0, 0), "now-1");
+    EXPECT_NE(where.at(0, 1), "trackd.vehicle_telemetry_history_default");
+    EXPECT_EQ(where.at(1, 0), "old-1");
+    EXPECT_EQ(where.at(1, 1), "trackd.vehicle_telemetry_history_default");
+
+    // Creating the partition later moves the row out of DEFAULT instead of failing.
+    auto created =
+        conn.query("SELECT trackd.create_history_partitions('1999-06-01', '1999-06-02', 'day')");
+    EXPECT_EQ(created.at(0, 0), "1");
+    auto moved = conn.query(
+        "SELECT tableoid::regclass::text FROM trackd.vehicle_telemetry_history "
+        "WHERE vehicle_id = 'old-1'");
+    ASSERT_EQ(moved.rows(), 1);
+    EXPECT_EQ(moved.at(0, 0), "trackd.vehicle_telemetry_history_p19990601");
+}
+
+}  // namespace
+}  // namespace trackd::test

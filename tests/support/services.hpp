@@ -1,0 +1,22 @@
+// Where the integration tests find the real services that scripts/services.sh started.
+// Override with TEST_PG_ADMIN_DSN (a superuser DSN; tests create and drop their own databases)
+// and TEST_KAFKA_BROKERS. A service that is not there fails the test: it never skips.
+#pragma once
+
+#include <cstdlib>
+#include <string>
+
+namespace trackd::test {
+
+inline std::string env_or(const char* name, const char* fallback) {
+    const char* v = std::getenv(name);
+    return (v != nullptr && *v != '\0') ? v : fallback;
+}
+
+inline std::string pg_admin_dsn() {
+    return env_or("TEST_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:55432/postgres");
+}
+
+inline std::string kafka_brokers() { return env_or("TEST_KAFKA_BROKERS", "127.0.0.1:59092"); }
+
+}  // namespace trackd::test

@@ -1,0 +1,153 @@
+#include "trackd/config/config.hpp"
+
+#include <gtest/gtest.h>
+
+#include "trackd/core/error.hpp"
+
+#include "support/process.hpp"
+
+namespace trackd::config {
+namespace {
+
+using core::ConfigError;
+
+std::string error_of(const std::string& toml, const Environment& env = {}) {
+    try {
+        load_from_string(toml, "test.toml", env);
+    } catch (const ConfigError& e) {
+        return e.what();
+    }
+    return "(no error)";
+}
+
+TEST(Config, DefaultsAreValid) {
+    const auto c = load_from_string("", "test.toml", {});
+    EXPECT_EQ(c.kafka.topic, "vehicle-positions");
+    EXPECT_EQ(c.batch.max_rows, 20000);
+    EXPECT_EQ(c.postgis.partition_interval, "day");
+}
+
+TEST(Config, FileValuesAreRead) {
+    const auto c = load_from_string(R"(
+[kafka]
+brokers = "k1:9092,k2:9092"
+topic = "positions"
+[kafka.properties]
+"security.protocol" = "SASL_SSL"
+"sasl.password" = "hunter2"
+"fetch.wait.max.ms" = 50
+[batch]
+max_rows = 5000
+[validate]
+max_speed_kmh = 200
+)",
+                                    "test.toml", {});
+    EXPECT_EQ(c.kafka.brokers, "k1:9092,k2:9092");
+    EXPECT_EQ(c.kafka.topic, "positions");
+    EXPECT_EQ(c.kafka.properties.at("security.protocol"), "SASL_SSL");
+    EXPECT_EQ(c.kafka.properties.at("fetch.wait.max.ms"), "50");
+    EXPECT_EQ(c.batch.max_rows, 5000);
+    EXPECT_DOUBLE_EQ(c.validate.max_speed_kmh, 200.0);
+}
+
+TEST(Config, EnvironmentWinsOverFile) {
+    const auto c = load_from_string("[kafka]\ntopic = \"from-file\"\n", "test.toml",
+                                    {{"TRACKD_KAFKA_TOPIC", "from-env"},
+                                     {"TRACKD_BATCH_MAX_MS", "250"},
+                                     {"TRACKD_HTTP_ENABLED", "false"},
+                                     {"TRACKD_KAFKA_PROPERTIES_SASL_MECHANISM", "PLAIN"}});
+    EXPECT_EQ(c.kafka.topic, "from-env");
+    EXPECT_EQ(c.batch.max_ms, 250);
+    EXPECT_FALSE(c.http.enabled);
+    EXPECT_EQ(c.kafka.properties.at("sasl.mechanism"), "PLAIN");
+}
+
+TEST(Config, TheFiveBasicVariablesSufficeWithoutAFile) {
+    const auto c = load("", {{"TRACKD_KAFKA_BROKERS", "b:1"},
+                             {"TRACKD_KAFKA_TOPIC", "t"},
+                             {"TRACKD_KAFKA_GROUP", "g"},
+                             {"TRACKD_PG_DSN", "postgresql://u@h/d"},
+                             {"TRACKD_HTTP_LISTEN", "0.0.0.0:9000"}});
+    EXPECT_EQ(c.kafka.brokers, "b:1");
+    EXPECT_EQ(c.kafka.group, "g");
+    EXPECT_EQ(c.pg.dsn, "postgresql://u@h/d");
+    EXPECT_EQ(c.http.listen, "0.0.0.0:9000");
+}
+
+TEST(Config, ErrorsNameTheKey) {
+    EXPECT_EQ(error_of("[kafka]\ntopik = \"x\"\n"), "kafka.topik: unknown key");
+    EXPECT_NE(error_of("[kafkaa]\n").find("kafkaa: unknown section"), std::string::npos);
+    EXPECT_EQ(error_of("[batch]\nmax_rows = \"many\"\n"), "batch.max_rows: expected an integer");
+    EXPECT_EQ(error_of("[batch]\nmax_rows = 0\n"), "batch.max_rows: must be at least 1");
+    EXPECT_NE(error_of("[postgis]\npartition_interval = \"fortnight\"\n")
+                  .find("postgis.partition_interval: 'fortnight' is not one of"),
+              std::string::npos);
+    EXPECT_NE(error_of("[http]\nlisten = \"nowhere\"\n").find("http.listen:"), std::string::npos);
+    EXPECT_NE(error_of("[kafka.properties]\n\"enable.auto.commit\" = \"true\"\n")
+                  .find("kafka.properties.enable.auto.commit: must stay false"),
+              std::string::npos);
+    EXPECT_NE(error_of("[kafka\n").find("test.toml:1:"), std::string::npos);
+}
+
+TEST(Config, EnvironmentErrorsNameTheVariable) {
+    EXPECT_EQ(error_of("", {{"TRACKD_KAFKA_TOPIC", ""}}), "kafka.topic: must not be empty");
+    EXPECT_EQ(error_of("", {{"TRACKD_KAFKA_TOPC", "x"}}),
+              "TRACKD_KAFKA_TOPC: unknown setting in section [kafka]");
+    EXPECT_EQ(error_of("", {{"TRACKD_BATCH_MAX_ROWS", "lots"}}),
+              "batch.max_rows (from TRACKD_BATCH_MAX_ROWS): expected an integer, got 'lots'");
+    // Variables of sections trackd does not have belong to other tools.
+    EXPECT_EQ(error_of("", {{"TRACKD_LOCAL_DIR", "/tmp"}}), "(no error)");
+}
+
+TEST(Config, MaskedOutputHidesSecrets) {
+    const auto c = load_from_string(R"(
+[pg]
+dsn = "postgresql://trackd:s3cret@db:5432/trackd"
+[kafka.properties]
+"sasl.password" = "hunter2"
+"client.rack" = "r1"
+)",
+                                    "test.toml", {});
+    const auto text = to_masked_toml(c);
+    EXPECT_EQ(text.find("s3cret"), std::string::npos);
+    EXPECT_EQ(text.find("hunter2"), std::string::npos);
+    EXPECT_NE(text.find("postgresql://trackd:****@db:5432/trackd"), std::string::npos);
+    EXPECT_NE(text.find("\"client.rack\" = \"r1\""), std::string::npos);
+    // The printed config is itself a valid config that loads to the same values.
+    const auto again = load_from_string(text, "printed.toml", {});
+    EXPECT_EQ(again.kafka.topic, c.kafka.topic);
+    EXPECT_EQ(again.batch.inflight_bytes, c.batch.inflight_bytes);
+}
+
+// The binary itself: `trackd check-config` exits non-zero naming the key.
+TEST(CheckConfigCommand, EmptyTopicFromEnvironment) {
+    const auto r =
+        test::run_command("env TRACKD_KAFKA_TOPIC= " + test::trackd_binary() + " check-config");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.output.find("kafka.topic"), std::string::npos) << r.output;
+}
+
+TEST(CheckConfigCommand, UnknownKeyInFile) {
+    const std::string path = ::testing::TempDir() + "trackd_bad.toml";
+    {
+        std::FILE* f = std::fopen(path.c_str(), "w");
+        ASSERT_NE(f, nullptr);
+        std::fputs("[batch]\nmax_rowz = 10\n", f);
+        std::fclose(f);
+    }
+    const auto r = test::run_command(test::trackd_binary() + " check-config --config " + path);
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.output.find("batch.max_rowz: unknown key"), std::string::npos) << r.output;
+}
+
+TEST(CheckConfigCommand, PrintsEffectiveConfigMasked) {
+    const auto r =
+        test::run_command("env TRACKD_PG_DSN=postgresql://u:pw@h/d TRACKD_KAFKA_TOPIC=abc " +
+                          test::trackd_binary() + " check-config");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("topic = \"abc\""), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("postgresql://u:****@h/d"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace trackd::config
