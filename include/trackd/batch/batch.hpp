@@ -1,0 +1,83 @@
+// A batch: the unit of one PostGIS transaction.
+//
+// Contract: rows and dead letters are collected in Kafka order per partition; `next_offsets`
+// holds, per partition, the offset after the last message the batch covers, so committing a
+// batch means "every message of these partitions below these offsets is in the database".
+// BatchBuilder is used by one thread; a finished Batch is handed over by move.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "trackd/core/position.hpp"
+#include "trackd/core/rejection.hpp"
+
+namespace trackd::batch {
+
+struct Row {
+    core::Position position;
+    std::int32_t partition = 0;
+    std::int64_t offset = 0;
+    std::int64_t kafka_timestamp_ms = 0;  // the broker's timestamp, for freshness
+};
+
+struct DeadLetter {
+    std::int32_t partition = 0;
+    std::int64_t offset = 0;
+    core::Reason reason = core::Reason::malformed_json;
+    std::string detail;
+    std::string payload;
+};
+
+struct Batch {
+    std::vector<Row> rows;
+    std::vector<DeadLetter> dead_letters;
+    std::map<std::int32_t, std::int64_t> next_offsets;
+    std::size_t bytes = 0;  // payload bytes of the messages it covers (the in-flight measure)
+
+    [[nodiscard]] bool empty() const { return next_offsets.empty(); }
+    [[nodiscard]] std::size_t messages() const { return rows.size() + dead_letters.size(); }
+
+    // Removes everything belonging to `partition` (it was fenced or revoked).
+    void drop_partition(std::int32_t partition);
+};
+
+struct Limits {
+    std::size_t max_rows = 20000;
+    std::size_t max_bytes = 16U << 20U;
+    std::chrono::milliseconds max_age{500};
+};
+
+class BatchBuilder {
+  public:
+    using Clock = std::chrono::steady_clock;
+
+    explicit BatchBuilder(Limits limits) : limits_(limits) {}
+
+    void add_row(Row row, std::size_t payload_bytes, Clock::time_point now);
+    void add_dead_letter(DeadLetter dead, Clock::time_point now);
+
+    // True when the batch reached max_rows or max_bytes, or holds anything older than max_age.
+    [[nodiscard]] bool should_flush(Clock::time_point now) const;
+    [[nodiscard]] const Batch& current() const { return batch_; }
+    Batch take();
+    void drop_partition(std::int32_t partition) { batch_.drop_partition(partition); }
+
+  private:
+    void touch(std::int32_t partition, std::int64_t offset, std::size_t bytes,
+               Clock::time_point now);
+
+    Limits limits_;
+    Batch batch_;
+    Clock::time_point first_added_{};
+};
+
+// Indices into batch.rows of the newest row per vehicle (by recorded_at, then Kafka order),
+// which is what the current-state upsert needs: PostgreSQL refuses to update one row twice in
+// one statement.
+std::vector<std::size_t> latest_per_vehicle(const Batch& batch);
+
+}  // namespace trackd::batch

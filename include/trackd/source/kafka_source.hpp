@@ -1,0 +1,82 @@
+// Reads the configured topic as a member of a Kafka consumer group (librdkafka).
+//
+// Contract: Kafka's committed offsets are not the truth; the database is. On every partition
+// assignment the source asks its PartitionOwner where to start (the stored offsets) and seeks
+// there; on revocation it tells the owner first. poll() and the owner callbacks run on the one
+// thread that calls poll(). commit_async() (lag monitoring only) may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "trackd/config/config.hpp"
+
+struct rd_kafka_s;
+struct rd_kafka_message_s;
+
+namespace trackd::source {
+
+// A message as read; the views stay valid until the next poll().
+struct Message {
+    std::int32_t partition = 0;
+    std::int64_t offset = 0;
+    std::int64_t timestamp_ms = 0;  // the broker's or producer's timestamp, -1 if none
+    std::string_view key;
+    std::string_view payload;
+};
+
+class PartitionOwner {
+  public:
+    virtual ~PartitionOwner() = default;
+    // Called for newly assigned partitions; returns where each starts: the stored next offset,
+    // or nullopt for "nothing stored" (the start of the partition, or its end when
+    // kafka.properties auto.offset.reset is latest).
+    virtual std::map<std::int32_t, std::optional<std::int64_t>> on_assigned(
+        const std::vector<std::int32_t>& partitions) = 0;
+    // Called before partitions are taken away: drop what is pending for them.
+    virtual void on_revoked(const std::vector<std::int32_t>& partitions) = 0;
+};
+
+class KafkaSource {
+  public:
+    KafkaSource(const config::KafkaConfig& config, PartitionOwner& owner);
+    ~KafkaSource();
+    KafkaSource(const KafkaSource&) = delete;
+    KafkaSource& operator=(const KafkaSource&) = delete;
+
+    // The next message, or nullopt after `timeout` (rebalance callbacks run inside).
+    std::optional<Message> poll(std::chrono::milliseconds timeout);
+
+    // Backpressure: stop and restart fetching on every assigned partition.
+    void pause();
+    void resume();
+    [[nodiscard]] bool paused() const { return paused_; }
+
+    // Commits offsets to Kafka, after the database commit, for lag monitoring only.
+    void commit_async(const std::map<std::int32_t, std::int64_t>& next_offsets);
+
+    // Leaves the group (revoking partitions through the owner) and stops.
+    void close();
+
+    [[nodiscard]] std::vector<std::int32_t> assignment() const;
+
+  private:
+    static void rebalance_cb(rd_kafka_s* rk, int err, void* partitions, void* opaque);
+    void on_rebalance(int err, void* partitions);
+    void release_message();
+
+    const config::KafkaConfig& config_;
+    PartitionOwner& owner_;
+    rd_kafka_s* rk_ = nullptr;
+    rd_kafka_message_s* current_ = nullptr;
+    bool paused_ = false;
+    std::atomic<bool> closed_{false};
+    bool start_at_end_ = false;
+};
+
+}  // namespace trackd::source

@@ -1,0 +1,208 @@
+#include "trackd/source/kafka_source.hpp"
+
+#include <cstring>
+#include <string>
+
+#include <fmt/format.h>
+#include <librdkafka/rdkafka.h>
+
+#include "trackd/core/error.hpp"
+#include "trackd/core/log.hpp"
+
+namespace trackd::source {
+namespace {
+
+void set(rd_kafka_conf_t* conf, const std::string& key, const std::string& value) {
+    char err[512];
+    if (rd_kafka_conf_set(conf, key.c_str(), value.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
+        rd_kafka_conf_destroy(conf);
+        throw core::ConfigError("kafka.properties." + key, err);
+    }
+}
+
+std::vector<std::int32_t> partitions_of(const rd_kafka_topic_partition_list_t* list) {
+    std::vector<std::int32_t> out;
+    out.reserve(static_cast<size_t>(list->cnt));
+    for (int i = 0; i < list->cnt; ++i) out.push_back(list->elems[i].partition);
+    return out;
+}
+
+std::string join(const std::vector<std::int32_t>& v) {
+    std::string s;
+    for (const auto p : v) s += (s.empty() ? "" : ",") + std::to_string(p);
+    return s;
+}
+
+}  // namespace
+
+KafkaSource::KafkaSource(const config::KafkaConfig& config, PartitionOwner& owner)
+    : config_(config), owner_(owner) {
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    // Defaults first, so that [kafka.properties] can override them.
+    set(conf, "auto.offset.reset", "earliest");
+    set(conf, "fetch.wait.max.ms", "100");
+    set(conf, "queued.max.messages.kbytes", "65536");
+    set(conf, "statistics.interval.ms", "0");
+    for (const auto& [k, v] : config.properties) set(conf, k, v);
+    set(conf, "bootstrap.servers", config.brokers);
+    set(conf, "group.id", config.group);
+    set(conf, "client.id", config.client_id);
+    set(conf, "enable.auto.commit", "false");
+    set(conf, "enable.auto.offset.store", "false");
+    auto reset = config.properties.find("auto.offset.reset");
+    start_at_end_ =
+        reset != config.properties.end() &&
+        (reset->second == "latest" || reset->second == "largest" || reset->second == "end");
+    rd_kafka_conf_set_opaque(conf, this);
+    rd_kafka_conf_set_rebalance_cb(
+        conf,
+        [](rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* partitions,
+           void* opaque) { rebalance_cb(rk, static_cast<int>(err), partitions, opaque); });
+
+    char err[512];
+    rk_ = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
+    if (rk_ == nullptr) throw core::StartupError(fmt::format("kafka: {}", err));
+    rd_kafka_poll_set_consumer(rk_);
+    rd_kafka_topic_partition_list_t* topics = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(topics, config.topic.c_str(), RD_KAFKA_PARTITION_UA);
+    const auto rc = rd_kafka_subscribe(rk_, topics);
+    rd_kafka_topic_partition_list_destroy(topics);
+    if (rc != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        rd_kafka_destroy(rk_);
+        throw core::StartupError(
+            fmt::format("kafka: cannot subscribe to {}: {}", config.topic, rd_kafka_err2str(rc)));
+    }
+}
+
+KafkaSource::~KafkaSource() {
+    try {
+        close();
+    } catch (...) {  // NOLINT(bugprone-empty-catch): destructor
+    }
+    rd_kafka_destroy(rk_);
+}
+
+void KafkaSource::close() {
+    if (closed_) return;
+    release_message();
+    rd_kafka_consumer_close(rk_);  // runs the revoke callback
+    closed_ = true;
+}
+
+void KafkaSource::release_message() {
+    if (current_ != nullptr) {
+        rd_kafka_message_destroy(current_);
+        current_ = nullptr;
+    }
+}
+
+void KafkaSource::rebalance_cb(rd_kafka_s* /*rk*/, int err, void* partitions, void* opaque) {
+    static_cast<KafkaSource*>(opaque)->on_rebalance(err, partitions);
+}
+
+void KafkaSource::on_rebalance(int err, void* raw) {
+    auto* list = static_cast<rd_kafka_topic_partition_list_t*>(raw);
+    const bool cooperative = std::strcmp(rd_kafka_rebalance_protocol(rk_), "COOPERATIVE") == 0;
+    const auto parts = partitions_of(list);
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        const auto starts = owner_.on_assigned(parts);
+        for (int i = 0; i < list->cnt; ++i) {
+            auto it = starts.find(list->elems[i].partition);
+            const bool stored = it != starts.end() && it->second.has_value();
+            list->elems[i].offset =
+                stored ? *it->second
+                       : (start_at_end_ ? RD_KAFKA_OFFSET_END : RD_KAFKA_OFFSET_BEGINNING);
+        }
+        core::log::info("partitions assigned", {{"partitions", join(parts)}});
+        if (cooperative) {
+            rd_kafka_error_t* e = rd_kafka_incremental_assign(rk_, list);
+            if (e != nullptr) {
+                core::log::error("incremental assign failed",
+                                 {{"error", rd_kafka_error_string(e)}});
+                rd_kafka_error_destroy(e);
+            }
+        } else {
+            rd_kafka_assign(rk_, list);
+        }
+        // A partition assigned while paused for backpressure starts paused too.
+        if (paused_) rd_kafka_pause_partitions(rk_, list);
+    } else {
+        release_message();
+        owner_.on_revoked(parts);
+        core::log::info("partitions revoked", {{"partitions", join(parts)}});
+        if (cooperative) {
+            rd_kafka_error_t* e = rd_kafka_incremental_unassign(rk_, list);
+            if (e != nullptr) rd_kafka_error_destroy(e);
+        } else {
+            rd_kafka_assign(rk_, nullptr);
+        }
+    }
+}
+
+std::optional<Message> KafkaSource::poll(std::chrono::milliseconds timeout) {
+    release_message();
+    rd_kafka_message_t* m = rd_kafka_consumer_poll(rk_, static_cast<int>(timeout.count()));
+    if (m == nullptr) return std::nullopt;
+    if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            core::log::warn("kafka consumer error", {{"error", rd_kafka_message_errstr(m)}});
+        }
+        const bool fatal = m->err == RD_KAFKA_RESP_ERR__FATAL;
+        rd_kafka_message_destroy(m);
+        if (fatal) throw core::StartupError("kafka: fatal consumer error");
+        return std::nullopt;
+    }
+    current_ = m;
+    Message out;
+    out.partition = m->partition;
+    out.offset = m->offset;
+    rd_kafka_timestamp_type_t type{};
+    out.timestamp_ms = rd_kafka_message_timestamp(m, &type);
+    out.key = std::string_view(static_cast<const char*>(m->key), m->key_len);
+    out.payload = std::string_view(static_cast<const char*>(m->payload), m->len);
+    return out;
+}
+
+void KafkaSource::pause() {
+    if (paused_) return;
+    rd_kafka_topic_partition_list_t* list = nullptr;
+    if (rd_kafka_assignment(rk_, &list) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        rd_kafka_pause_partitions(rk_, list);
+        rd_kafka_topic_partition_list_destroy(list);
+    }
+    paused_ = true;
+}
+
+void KafkaSource::resume() {
+    if (!paused_) return;
+    rd_kafka_topic_partition_list_t* list = nullptr;
+    if (rd_kafka_assignment(rk_, &list) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        rd_kafka_resume_partitions(rk_, list);
+        rd_kafka_topic_partition_list_destroy(list);
+    }
+    paused_ = false;
+}
+
+void KafkaSource::commit_async(const std::map<std::int32_t, std::int64_t>& next_offsets) {
+    if (next_offsets.empty() || closed_) return;
+    rd_kafka_topic_partition_list_t* list =
+        rd_kafka_topic_partition_list_new(static_cast<int>(next_offsets.size()));
+    for (const auto& [p, next] : next_offsets) {
+        rd_kafka_topic_partition_list_add(list, config_.topic.c_str(), p)->offset = next;
+    }
+    // Failures only make the lag metric stale; the database holds the real offsets.
+    rd_kafka_commit(rk_, list, 1);
+    rd_kafka_topic_partition_list_destroy(list);
+}
+
+std::vector<std::int32_t> KafkaSource::assignment() const {
+    std::vector<std::int32_t> out;
+    rd_kafka_topic_partition_list_t* list = nullptr;
+    if (rd_kafka_assignment(rk_, &list) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        out = partitions_of(list);
+        rd_kafka_topic_partition_list_destroy(list);
+    }
+    return out;
+}
+
+}  // namespace trackd::source
