@@ -1,5 +1,7 @@
 // trackd's entry point: parse the command line, load the config, run one command.
 // Everything that can fail at start-up throws; this file turns that into one line and exit 1.
+#include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -13,6 +15,7 @@
 #include "trackd/core/version.hpp"
 #include "trackd/db/connection.hpp"
 #include "trackd/db/migrations.hpp"
+#include "trackd/pipeline/ingest.hpp"
 
 namespace {
 
@@ -71,12 +74,26 @@ int cmd_migrate(const trackd::config::Config& config) {
     return 0;
 }
 
+std::atomic<bool> g_stop{false};
+
+extern "C" void on_signal(int /*signal*/) { g_stop.store(true); }
+
 int cmd_run(const trackd::config::Config& config) {
-    auto conn = connect(config, "run");
-    trackd::db::check_schema(conn);
-    trackd::core::log::info("schema ok",
-                            {{"version", std::to_string(trackd::db::expected_schema_version())}});
-    throw trackd::core::StartupError("the ingest pipeline is not built into this version yet");
+    {
+        auto conn = connect(config, "run");
+        trackd::db::check_schema(conn);
+    }
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, nullptr);
+    sigaction(SIGINT, &sa, nullptr);
+    trackd::core::log::info("trackd starting", {{"version", std::string(trackd::core::version())},
+                                                {"topic", config.kafka.topic},
+                                                {"group", config.kafka.group}});
+    trackd::pipeline::run_ingest(config, g_stop);
+    trackd::core::log::info("trackd stopped");
+    return 0;
 }
 
 }  // namespace

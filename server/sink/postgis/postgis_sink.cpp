@@ -109,18 +109,25 @@ PostgisSink::~PostgisSink() = default;
 
 void PostgisSink::reconnect() {
     conn_.reset();
-    conn_ = std::make_unique<db::Connection>(config_.pg.dsn, application_name_,
-                                             config_.pg.connect_timeout_s);
-    prepare_session();
+    auto conn = std::make_unique<db::Connection>(config_.pg.dsn, application_name_,
+                                                 config_.pg.connect_timeout_s);
+    prepare_session(*conn);
+    conn_ = std::move(conn);  // only a fully prepared session is kept
 }
 
-void PostgisSink::prepare_session() {
+void PostgisSink::prepare_session(db::Connection& conn) {
     // Staging table for the current-state upsert: COPY the batch's latest row per vehicle
     // here, then one INSERT ... ON CONFLICT. Temporary, so it costs no WAL.
-    conn_->exec_script(
-        "SET synchronous_commit = on;"
+    conn.exec_script(
         "CREATE TEMP TABLE IF NOT EXISTS current_stage "
         "(LIKE trackd.vehicle_current_state INCLUDING DEFAULTS) ON COMMIT DELETE ROWS;");
+}
+
+db::Connection& PostgisSink::connection() {
+    // A failed reconnect leaves no connection; the next call tries again (and throws a
+    // retryable DbError while the server is still away).
+    if (!conn_) reconnect();
+    return *conn_;
 }
 
 std::map<std::int32_t, Claim> PostgisSink::claim(const std::vector<std::int32_t>& partitions) {
@@ -129,7 +136,7 @@ std::map<std::int32_t, Claim> PostgisSink::claim(const std::vector<std::int32_t>
     std::vector<std::int64_t> ids(partitions.begin(), partitions.end());
     // -1 marks "no offset stored yet". The epoch bump takes the row lock, so it waits for a
     // previous owner's in-flight batch to commit or roll back, and fences it from then on.
-    auto r = conn_->query(
+    auto r = connection().query(
         "INSERT INTO trackd.kafka_offsets AS o (consumer_group, topic, kafka_partition, "
         "next_offset, owner_epoch) "
         "SELECT $1, $2, p, -1, 1 FROM unnest($3::int[]) AS p "
@@ -163,7 +170,7 @@ void PostgisSink::ensure_partitions(const batch::Batch& b) {
         all_known = partitions_known_.count(h) != 0;
     }
     if (all_known) return;
-    auto r = conn_->query(
+    auto r = connection().query(
         "SELECT trackd.create_history_partitions(to_timestamp($1::float8 / 1e6), "
         "to_timestamp($2::float8 / 1e6) + interval '1 microsecond', $3)",
         {std::to_string(from), std::to_string(to), config_.postgis.partition_interval});
@@ -194,7 +201,7 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
     }
     if (!result.fenced.empty()) return result;
 
-    auto& conn = *conn_;
+    auto& conn = connection();
     try {
         conn.exec_script("BEGIN");
         result.ingest_batch_id =
@@ -293,15 +300,19 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
     return result;
 }
 
-std::unordered_map<std::string, LatestPosition> PostgisSink::load_latest_positions() {
+std::unordered_map<std::string, LatestPosition> PostgisSink::load_latest_positions(
+    const std::vector<std::int32_t>& partitions) {
     std::unordered_map<std::string, LatestPosition> out;
-    auto r = conn_->query(
+    std::vector<std::int64_t> ids(partitions.begin(), partitions.end());
+    auto r = connection().query(
         "SELECT vehicle_id, (extract(epoch FROM last_updated) * 1000000)::bigint, "
-        "ST_X(geom), ST_Y(geom) FROM trackd.vehicle_current_state");
+        "ST_X(geom), ST_Y(geom), kafka_partition FROM trackd.vehicle_current_state "
+        "WHERE kafka_partition = ANY($1::int[])",
+        {pg_int_array(ids)});
     out.reserve(static_cast<size_t>(r.rows()));
     for (int i = 0; i < r.rows(); ++i) {
-        out[r.at(i, 0)] =
-            LatestPosition{std::stoll(r.at(i, 1)), std::stod(r.at(i, 2)), std::stod(r.at(i, 3))};
+        out[r.at(i, 0)] = LatestPosition{std::stoll(r.at(i, 1)), std::stod(r.at(i, 2)),
+                                         std::stod(r.at(i, 3)), std::stoi(r.at(i, 4))};
     }
     return out;
 }

@@ -36,6 +36,7 @@ struct LatestPosition {
     std::int64_t recorded_at_us = 0;
     double longitude = 0;
     double latitude = 0;
+    std::int32_t partition = 0;  // the Kafka partition it was read from
 };
 
 struct CommitResult {
@@ -57,15 +58,18 @@ class PostgisSink {
     CommitResult commit(const batch::Batch& batch,
                         const std::map<std::int32_t, std::int64_t>& epochs);
 
-    // The latest committed position of every vehicle (for implied-speed checks).
-    std::unordered_map<std::string, LatestPosition> load_latest_positions();
+    // The latest committed position of every vehicle whose latest position came from one of
+    // `partitions` (messages are keyed by vehicle, so that is the vehicle's partition).
+    std::unordered_map<std::string, LatestPosition> load_latest_positions(
+        const std::vector<std::int32_t>& partitions);
 
     // Drops the connection and connects again (after connection_lost()).
     void reconnect();
 
   private:
+    db::Connection& connection();
     void ensure_partitions(const batch::Batch& batch);
-    void prepare_session();
+    static void prepare_session(db::Connection& conn);
 
     const config::Config& config_;
     std::string application_name_;

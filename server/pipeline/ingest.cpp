@@ -1,0 +1,382 @@
+#include "trackd/pipeline/ingest.hpp"
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "trackd/batch/batch.hpp"
+#include "trackd/core/log.hpp"
+#include "trackd/db/connection.hpp"
+#include "trackd/decode/decoder.hpp"
+#include "trackd/sink/postgis/postgis_sink.hpp"
+#include "trackd/source/kafka_source.hpp"
+#include "trackd/validate/validator.hpp"
+
+namespace trackd::pipeline {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using sink::postgis::PostgisSink;
+
+std::int64_t now_unix_us() {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+// Errors worth retrying the batch for: the connection is gone, or the server asks us to try
+// again (serialization failure, deadlock, lock timeout, out of resources).
+bool retryable(const db::DbError& e) {
+    const auto& s = e.sqlstate();
+    return e.connection_lost() || s.rfind("40", 0) == 0 || s.rfind("53", 0) == 0 || s == "55P03" ||
+           s == "57014";
+}
+
+// A batch on its way to the database, with the owner epoch of each of its partitions at the
+// time it was read: a batch read before a partition was re-claimed is fenced by the database.
+struct PendingBatch {
+    batch::Batch batch;
+    std::map<std::int32_t, std::int64_t> epochs;
+};
+
+struct Counters {
+    std::atomic<std::uint64_t> consumed{0};
+    std::atomic<std::uint64_t> accepted{0};
+    std::atomic<std::uint64_t> rejected{0};
+    std::atomic<std::uint64_t> rows_committed{0};
+    std::atomic<std::uint64_t> batches_committed{0};
+    std::atomic<std::uint64_t> fenced_commits{0};
+    std::atomic<std::uint64_t> db_retries{0};
+};
+
+class Ingest final : public source::PartitionOwner {
+  public:
+    Ingest(const config::Config& config, const std::atomic<bool>& stop)
+        : config_(config),
+          stop_(stop),
+          decoder_(static_cast<std::size_t>(config.validate.max_payload_bytes)),
+          validator_(config.validate),
+          builder_(batch::Limits{static_cast<std::size_t>(config.batch.max_rows),
+                                 static_cast<std::size_t>(config.batch.max_bytes),
+                                 std::chrono::milliseconds(config.batch.max_ms)}),
+          control_(connect_with_retry("trackd ingest control")) {}
+
+    void run() {
+        if (!control_) return;  // stopped before the database came back
+        source::KafkaSource source(config_.kafka, *this);
+        source_ = &source;
+        std::thread committer([this] { commit_loop(); });
+        auto last_stats = Clock::now();
+        const auto limit = config_.batch.inflight_bytes;
+        try {
+            while (!stop_.load() && !failed()) {
+                // Backpressure: above the in-flight limit stop fetching, keep polling for
+                // group events; resume below three quarters of it.
+                const auto inflight = inflight_bytes_.load();
+                if (!source.paused() && inflight >= limit) {
+                    source.pause();
+                    core::log::info("paused: in-flight limit reached",
+                                    {{"inflight_bytes", std::to_string(inflight)}});
+                } else if (source.paused() && inflight < limit / 4 * 3) {
+                    source.resume();
+                    core::log::info("resumed", {{"inflight_bytes", std::to_string(inflight)}});
+                }
+                if (auto m = source.poll(std::chrono::milliseconds(20))) handle(*m);
+                const auto now = Clock::now();
+                if (builder_.should_flush(now)) enqueue(builder_.take());
+                if (now - last_stats >= std::chrono::seconds(10)) {
+                    log_stats();
+                    last_stats = now;
+                }
+            }
+        } catch (...) {
+            stop_committer(std::chrono::seconds(0));
+            committer.join();
+            source_ = nullptr;
+            throw;
+        }
+        // Clean stop: commit what was read if the database lets us within a few seconds,
+        // otherwise abandon it (it was not committed, so it will be read again).
+        if (!builder_.current().empty()) enqueue(builder_.take());
+        stop_committer(std::chrono::seconds(5));
+        committer.join();
+        source.close();
+        source_ = nullptr;
+        log_stats();
+        if (fatal_) std::rethrow_exception(fatal_);
+    }
+
+    std::map<std::int32_t, std::optional<std::int64_t>> on_assigned(
+        const std::vector<std::int32_t>& partitions) override {
+        std::map<std::int32_t, std::optional<std::int64_t>> starts;
+        with_retry(
+            "claim partitions",
+            [&] {
+                const auto claims = control_->claim(partitions);
+                // Reload after claiming: positions committed by a previous owner are visible now
+                // and nothing older can commit any more.
+                auto latest = control_->load_latest_positions(partitions);
+                for (const auto& [p, c] : claims) {
+                    epochs_[p] = c.epoch;
+                    starts[p] = c.next_offset;
+                    core::log::info("claimed partition",
+                                    {{"partition", std::to_string(p)},
+                                     {"epoch", std::to_string(c.epoch)},
+                                     {"next_offset", c.next_offset ? std::to_string(*c.next_offset)
+                                                                   : std::string("none")}});
+                }
+                for (auto& [id, pos] : latest) {
+                    latest_[id] =
+                        Latest{{pos.recorded_at_us, pos.longitude, pos.latitude}, pos.partition};
+                }
+            },
+            control_.get());
+        return starts;
+    }
+
+    void on_revoked(const std::vector<std::int32_t>& partitions) override {
+        // Rows not yet handed to the committer are dropped (they were not committed, the next
+        // owner reads them again); batches already queued commit only if the epoch still holds.
+        const std::set<std::int32_t> revoked(partitions.begin(), partitions.end());
+        for (const auto p : partitions) {
+            builder_.drop_partition(p);
+            epochs_.erase(p);
+        }
+        // Positions read from these partitions may not have been committed: forget them, and
+        // reload them from the database if the partitions come back.
+        std::erase_if(
+            latest_, [&](const auto& entry) { return revoked.count(entry.second.partition) != 0; });
+    }
+
+  private:
+    std::unique_ptr<PostgisSink> connect_with_retry(const std::string& name) {
+        std::unique_ptr<PostgisSink> out;
+        with_retry("connect to PostgreSQL",
+                   [&] { out = std::make_unique<PostgisSink>(config_, name); });
+        return out;
+    }
+
+    // Runs `fn` until it succeeds, sleeping with exponential backoff on retryable database
+    // errors; rethrows others. Gives up (returns) when trackd is stopping.
+    template <class Fn>
+    void with_retry(const char* what, Fn&& fn, PostgisSink* sink = nullptr,
+                    const std::atomic<bool>* abandon = nullptr) {
+        auto delay = std::chrono::milliseconds(100);
+        for (;;) {
+            try {
+                fn();
+                return;
+            } catch (const db::DbError& e) {
+                if (!retryable(e)) throw;
+                counters_.db_retries++;
+                core::log::warn("database unavailable, retrying",
+                                {{"during", what},
+                                 {"error", e.what()},
+                                 {"retry_in_ms", std::to_string(delay.count())}});
+            }
+            const auto until = Clock::now() + delay;
+            while (Clock::now() < until) {
+                if (stop_.load() && (abandon == nullptr || abandon->load())) return;
+                std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            }
+            delay = std::min(delay * 2, std::chrono::milliseconds(5000));
+            if (sink != nullptr) {
+                try {
+                    sink->reconnect();
+                } catch (const db::DbError&) {  // NOLINT(bugprone-empty-catch): next round
+                }
+            }
+        }
+    }
+
+    [[nodiscard]] bool failed() const { return failed_.load(); }
+
+    void handle(const source::Message& m) {
+        counters_.consumed++;
+        inflight_bytes_ += m.payload.size();
+        const auto now = Clock::now();
+        auto decoded = decoder_.decode(m.payload);
+        if (auto* r = std::get_if<core::Rejection>(&decoded)) return reject(m, std::move(*r), now);
+        auto& msg = std::get<decode::DecodedMessage>(decoded);
+        auto it = latest_.find(msg.vehicle_id);
+        const validate::LastPosition* last = it == latest_.end() ? nullptr : &it->second.position;
+        auto validated = validator_.validate(std::move(msg), last, now_unix_us());
+        if (auto* r = std::get_if<core::Rejection>(&validated)) {
+            return reject(m, std::move(*r), now);
+        }
+        auto& pos = std::get<core::Position>(validated);
+        const Latest here{{pos.recorded_at_us, pos.longitude, pos.latitude}, m.partition};
+        if (last == nullptr) {
+            latest_.emplace(pos.vehicle_id, here);
+        } else if (pos.recorded_at_us > last->recorded_at_us) {
+            it->second = here;
+        }
+        counters_.accepted++;
+        builder_.add_row(batch::Row{std::move(pos), m.partition, m.offset, m.timestamp_ms},
+                         m.payload.size(), now);
+    }
+
+    void reject(const source::Message& m, core::Rejection r, Clock::time_point now) {
+        counters_.rejected++;
+        builder_.add_dead_letter(batch::DeadLetter{m.partition, m.offset, r.reason,
+                                                   std::move(r.detail), std::string(m.payload)},
+                                 now);
+    }
+
+    void enqueue(batch::Batch b) {
+        PendingBatch pending{std::move(b), {}};
+        for (const auto& [p, next] : pending.batch.next_offsets) {
+            auto it = epochs_.find(p);
+            if (it != epochs_.end()) pending.epochs[p] = it->second;
+        }
+        {
+            const std::lock_guard lock(mutex_);
+            queue_.push_back(std::move(pending));
+        }
+        cv_.notify_one();
+    }
+
+    void stop_committer(std::chrono::seconds grace) {
+        {
+            const std::lock_guard lock(mutex_);
+            draining_ = true;
+        }
+        cv_.notify_one();
+        std::unique_lock lock(mutex_);
+        if (!cv_.wait_for(lock, grace, [this] { return queue_.empty() && !committing_; })) {
+            core::log::warn("abandoning uncommitted batches at shutdown",
+                            {{"batches", std::to_string(queue_.size() + (committing_ ? 1 : 0))}});
+        }
+        abandon_ = true;
+        cv_.notify_all();
+    }
+
+    void commit_loop() {
+        std::unique_ptr<PostgisSink> writer;
+        try {
+            writer = connect_with_retry("trackd ingest writer");
+        } catch (...) {
+            fail(std::current_exception());
+            return;
+        }
+        if (!writer) return;  // stopped before the database came back
+        for (;;) {
+            PendingBatch pending;
+            {
+                std::unique_lock lock(mutex_);
+                cv_.wait(lock, [this] { return !queue_.empty() || abandon_ || draining_; });
+                if (abandon_ || queue_.empty()) return;  // abandoned, or drained at shutdown
+                pending = std::move(queue_.front());
+                queue_.pop_front();
+                committing_ = true;
+            }
+            const auto bytes = pending.batch.bytes;
+            try {
+                commit_one(*writer, pending);
+            } catch (...) {
+                fail(std::current_exception());
+            }
+            inflight_bytes_ -= bytes;
+            {
+                const std::lock_guard lock(mutex_);
+                committing_ = false;
+            }
+            cv_.notify_all();
+            if (failed()) return;
+        }
+    }
+
+    void commit_one(PostgisSink& writer, PendingBatch& pending) {
+        auto& b = pending.batch;
+        while (!b.empty()) {
+            sink::postgis::CommitResult result;
+            bool done = false;
+            with_retry(
+                "commit batch",
+                [&] {
+                    result = writer.commit(b, pending.epochs);
+                    done = true;
+                },
+                &writer, &abandon_);
+            if (!done) return;  // abandoned at shutdown
+            if (result.fenced.empty()) {
+                counters_.rows_committed += b.rows.size();
+                counters_.batches_committed++;
+                if (source_ != nullptr) source_->commit_async(b.next_offsets);
+                return;
+            }
+            counters_.fenced_commits++;
+            std::string parts;
+            for (const auto p : result.fenced) {
+                parts += (parts.empty() ? "" : ",") + std::to_string(p);
+                b.drop_partition(p);
+            }
+            core::log::warn("commit refused by the epoch fence: partitions now owned elsewhere",
+                            {{"partitions", parts}});
+        }
+    }
+
+    void fail(std::exception_ptr e) {
+        {
+            const std::lock_guard lock(mutex_);
+            if (!fatal_) fatal_ = std::move(e);
+        }
+        failed_ = true;
+        cv_.notify_all();
+    }
+
+    void log_stats() {
+        core::log::info("ingest stats",
+                        {{"consumed", std::to_string(counters_.consumed.load())},
+                         {"accepted", std::to_string(counters_.accepted.load())},
+                         {"rejected", std::to_string(counters_.rejected.load())},
+                         {"rows_committed", std::to_string(counters_.rows_committed.load())},
+                         {"batches_committed", std::to_string(counters_.batches_committed.load())},
+                         {"fenced_commits", std::to_string(counters_.fenced_commits.load())},
+                         {"db_retries", std::to_string(counters_.db_retries.load())},
+                         {"inflight_bytes", std::to_string(inflight_bytes_.load())}});
+    }
+
+    const config::Config& config_;
+    const std::atomic<bool>& stop_;
+
+    // Poll thread only.
+    decode::Decoder decoder_;
+    validate::Validator validator_;
+    batch::BatchBuilder builder_;
+    std::unique_ptr<PostgisSink> control_;
+    // The latest accepted position per vehicle and the partition it came from.
+    struct Latest {
+        validate::LastPosition position;
+        std::int32_t partition = 0;
+    };
+    std::unordered_map<std::string, Latest> latest_;
+    std::map<std::int32_t, std::int64_t> epochs_;
+    source::KafkaSource* source_ = nullptr;
+
+    // Shared with the committer.
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    std::deque<PendingBatch> queue_;
+    bool draining_ = false;
+    bool committing_ = false;
+    std::atomic<bool> abandon_{false};
+    std::atomic<bool> failed_{false};
+    std::exception_ptr fatal_;
+    std::atomic<std::int64_t> inflight_bytes_{0};
+    Counters counters_;
+};
+
+}  // namespace
+
+void run_ingest(const config::Config& config, const std::atomic<bool>& stop) {
+    Ingest ingest(config, stop);
+    ingest.run();
+}
+
+}  // namespace trackd::pipeline

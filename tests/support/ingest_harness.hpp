@@ -1,0 +1,273 @@
+// End-to-end ingest tests: a fresh database and topic, the simulated fleet's manifest of what it
+// sent, trackd processes, and the exact accounting every ingest test ends with.
+#pragma once
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "support/child_process.hpp"
+#include "support/process.hpp"
+#include "support/services.hpp"
+#include "support/test_database.hpp"
+
+namespace trackd::test {
+
+struct ManifestEntry {
+    int partition = 0;
+    std::int64_t offset = 0;
+    std::string kind;
+    std::string reason;  // empty: trackd must accept it
+    std::string vehicle_id;
+    std::optional<std::int64_t> recorded_at_us;
+};
+
+using Coord = std::pair<int, std::int64_t>;
+
+inline std::vector<std::string> split_csv(const std::string& line) {
+    std::vector<std::string> out;
+    std::string field;
+    std::istringstream in(line);
+    while (std::getline(in, field, ',')) out.push_back(field);
+    if (!line.empty() && line.back() == ',') out.emplace_back();
+    return out;
+}
+
+inline std::map<Coord, ManifestEntry> load_manifest(const std::string& path) {
+    std::map<Coord, ManifestEntry> out;
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+        if (line.empty() || line[0] == '#' || line.rfind("partition", 0) == 0) continue;
+        auto f = split_csv(line);
+        f.resize(6);
+        ManifestEntry e;
+        e.partition = std::stoi(f[0]);
+        e.offset = std::stoll(f[1]);
+        e.kind = f[2];
+        e.reason = f[3];
+        e.vehicle_id = f[4];
+        if (!f[5].empty()) e.recorded_at_us = std::stoll(f[5]);
+        out[{e.partition, e.offset}] = e;
+    }
+    return out;
+}
+
+class IngestHarness {
+  public:
+    explicit IngestHarness(const std::string& tag, int partitions)
+        : db_(tag),
+          topic_("trackd-" + tag + "-" + std::to_string(getpid())),
+          group_("trackd-" + tag),
+          dir_(::testing::TempDir() + "trackd-" + tag + "-" + std::to_string(getpid())) {
+        run_command("mkdir -p " + shell_quote(dir_));
+        auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db_.dsn()) + " " + trackd_binary() +
+                             " migrate");
+        EXPECT_EQ(m.exit_code, 0) << m.output;
+        auto t = run_command(std::string(TRACKD_SOURCE_DIR) + "/scripts/kafka.sh create-topic " +
+                             topic_ + " " + std::to_string(partitions));
+        EXPECT_EQ(t.exit_code, 0) << t.output;
+    }
+    ~IngestHarness() {
+        run_command(std::string(TRACKD_SOURCE_DIR) + "/scripts/kafka.sh delete-topic " + topic_);
+    }
+
+    [[nodiscard]] const TestDatabase& db() const { return db_; }
+    [[nodiscard]] const std::string& topic() const { return topic_; }
+    [[nodiscard]] std::string manifest_path() const { return dir_ + "/manifest.csv"; }
+    [[nodiscard]] std::string log_path() const { return dir_ + "/trackd.log"; }
+
+    std::vector<std::string> fleet_command(int vehicles, int messages, int rate = 0) const {
+        return {std::string(TRACKD_BINARY_DIR) + "/tools/trackd-fleet",
+                "--brokers",
+                kafka_brokers(),
+                "--topic",
+                topic_,
+                "--vehicles",
+                std::to_string(vehicles),
+                "--messages",
+                std::to_string(messages),
+                "--rate",
+                std::to_string(rate),
+                "--seed",
+                "7",
+                "--manifest",
+                manifest_path(),
+                "--quiet"};
+    }
+
+    // Runs the fleet to completion.
+    void produce(int vehicles, int messages) {
+        ChildProcess fleet(fleet_command(vehicles, messages), {}, dir_ + "/fleet.log");
+        ASSERT_EQ(fleet.wait(), 0) << read_file(dir_ + "/fleet.log");
+    }
+
+    std::map<std::string, std::string> trackd_env() const {
+        return {{"TRACKD_PG_DSN", db_.dsn()},
+                {"TRACKD_KAFKA_BROKERS", kafka_brokers()},
+                {"TRACKD_KAFKA_TOPIC", topic_},
+                {"TRACKD_KAFKA_GROUP", group_},
+                {"TRACKD_HTTP_ENABLED", "false"},
+                // A killed instance leaves the group after this (the broker minimum is 6 s).
+                {"TRACKD_KAFKA_PROPERTIES_SESSION_TIMEOUT_MS", "6000"}};
+    }
+
+    std::unique_ptr<ChildProcess> start_trackd(std::map<std::string, std::string> extra = {}) {
+        auto env = trackd_env();
+        for (auto& [k, v] : extra) env[k] = v;
+        return std::make_unique<ChildProcess>(std::vector<std::string>{trackd_binary(), "run"}, env,
+                                              log_path());
+    }
+
+    // Sum of stored next offsets for the topic.
+    std::int64_t committed_messages() {
+        db::Connection conn(db_.dsn(), "test");
+        return std::stoll(conn.query("SELECT coalesce(sum(greatest(next_offset, 0)), 0) FROM "
+                                     "trackd.kafka_offsets WHERE topic = $1 AND "
+                                     "consumer_group = $2",
+                                     {topic_, group_})
+                              .at(0, 0));
+    }
+
+    // The highest owner epoch of the topic's partitions: it rises each time an instance claims.
+    std::int64_t max_epoch() {
+        db::Connection conn(db_.dsn(), "test");
+        return std::stoll(conn.query("SELECT coalesce(max(owner_epoch), 0) FROM "
+                                     "trackd.kafka_offsets WHERE topic = $1",
+                                     {topic_})
+                              .at(0, 0));
+    }
+
+    // Waits until the database holds offsets for every message sent.
+    bool wait_drained(std::int64_t messages, std::chrono::seconds timeout) {
+        const auto until = std::chrono::steady_clock::now() + timeout;
+        while (std::chrono::steady_clock::now() < until) {
+            if (committed_messages() >= messages) return true;
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        return false;
+    }
+
+    static std::string read_file(const std::string& path) {
+        std::ifstream in(path);
+        std::ostringstream s;
+        s << in.rdbuf();
+        std::string text = s.str();
+        return text.size() > 20000 ? text.substr(text.size() - 20000) : text;
+    }
+
+    // The exact accounting: history = accepted set, dead letters = rejected set with the right
+    // reasons, no duplicates, current state = latest accepted per vehicle, offsets = end.
+    void check_accounting(const std::map<Coord, ManifestEntry>& manifest) {
+        db::Connection conn(db_.dsn(), "test");
+        std::map<Coord, const ManifestEntry*> accepted;
+        std::map<Coord, const ManifestEntry*> rejected;
+        std::map<int, std::int64_t> end_offsets;
+        for (const auto& [coord, e] : manifest) {
+            (e.reason.empty() ? accepted : rejected)[coord] = &e;
+            end_offsets[coord.first] = std::max(end_offsets[coord.first], coord.second + 1);
+        }
+        ASSERT_FALSE(accepted.empty());
+        ASSERT_FALSE(rejected.empty());
+
+        auto h = conn.query(
+            "SELECT kafka_partition, kafka_offset, vehicle_id, "
+            "(extract(epoch FROM recorded_at) * 1000000)::bigint FROM "
+            "trackd.vehicle_telemetry_history");
+        std::set<Coord> history;
+        int history_mismatch = 0;
+        for (int i = 0; i < h.rows(); ++i) {
+            const Coord c{std::stoi(h.at(i, 0)), std::stoll(h.at(i, 1))};
+            EXPECT_TRUE(history.insert(c).second)
+                << "duplicate history row " << c.first << "/" << c.second;
+            auto it = accepted.find(c);
+            if (it == accepted.end()) {
+                ADD_FAILURE() << "history holds a message that should not be there: " << c.first
+                              << "/" << c.second;
+                continue;
+            }
+            if (it->second->vehicle_id != h.at(i, 2) ||
+                it->second->recorded_at_us != std::stoll(h.at(i, 3))) {
+                ++history_mismatch;
+            }
+        }
+        EXPECT_EQ(history_mismatch, 0) << "history rows whose vehicle or time differ";
+        EXPECT_EQ(history.size(), accepted.size()) << "accepted messages missing from history";
+
+        auto d = conn.query(
+            "SELECT kafka_partition, kafka_offset, reason_code FROM trackd.dead_letters "
+            "WHERE topic = $1",
+            {topic_});
+        std::set<Coord> dead;
+        int wrong_reason = 0;
+        std::string example;
+        for (int i = 0; i < d.rows(); ++i) {
+            const Coord c{std::stoi(d.at(i, 0)), std::stoll(d.at(i, 1))};
+            EXPECT_TRUE(dead.insert(c).second) << "duplicate dead letter";
+            auto it = rejected.find(c);
+            if (it == rejected.end()) {
+                ADD_FAILURE() << "dead letter for a message that should be accepted: " << c.first
+                              << "/" << c.second << " " << d.at(i, 2) << " kind "
+                              << manifest.at(c).kind;
+                continue;
+            }
+            if (it->second->reason != d.at(i, 2)) {
+                ++wrong_reason;
+                example =
+                    it->second->kind + " expected " + it->second->reason + " got " + d.at(i, 2);
+            }
+        }
+        EXPECT_EQ(wrong_reason, 0) << "e.g. " << example;
+        EXPECT_EQ(dead.size(), rejected.size()) << "rejected messages missing from dead letters";
+
+        // Current state: latest accepted per vehicle by timestamp, later offset on a tie.
+        std::map<std::string, const ManifestEntry*> latest;
+        for (const auto& [c, e] : accepted) {
+            auto& best = latest[e->vehicle_id];
+            if (best == nullptr || *e->recorded_at_us > *best->recorded_at_us ||
+                (*e->recorded_at_us == *best->recorded_at_us && e->offset > best->offset)) {
+                best = e;
+            }
+        }
+        auto s = conn.query(
+            "SELECT vehicle_id, (extract(epoch FROM last_updated) * 1000000)::bigint, "
+            "kafka_partition, kafka_offset FROM trackd.vehicle_current_state");
+        EXPECT_EQ(static_cast<size_t>(s.rows()), latest.size());
+        int state_mismatch = 0;
+        for (int i = 0; i < s.rows(); ++i) {
+            auto it = latest.find(s.at(i, 0));
+            if (it == latest.end() || *it->second->recorded_at_us != std::stoll(s.at(i, 1)) ||
+                it->second->partition != std::stoi(s.at(i, 2)) ||
+                it->second->offset != std::stoll(s.at(i, 3))) {
+                ++state_mismatch;
+            }
+        }
+        EXPECT_EQ(state_mismatch, 0) << "vehicles whose current state is not their latest";
+
+        auto o = conn.query(
+            "SELECT kafka_partition, next_offset FROM trackd.kafka_offsets WHERE topic = $1",
+            {topic_});
+        std::map<int, std::int64_t> stored;
+        for (int i = 0; i < o.rows(); ++i) {
+            stored[std::stoi(o.at(i, 0))] = std::stoll(o.at(i, 1));
+        }
+        EXPECT_EQ(stored, end_offsets);
+    }
+
+  private:
+    TestDatabase db_;
+    std::string topic_;
+    std::string group_;
+    std::string dir_;
+};
+
+}  // namespace trackd::test
