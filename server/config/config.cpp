@@ -196,6 +196,7 @@ const std::vector<Field>& fields() {
         field("batch", "max_bytes", &Config::batch, &BatchConfig::max_bytes),
         field("batch", "max_ms", &Config::batch, &BatchConfig::max_ms),
         field("batch", "inflight_bytes", &Config::batch, &BatchConfig::inflight_bytes),
+        field("batch", "writers", &Config::batch, &BatchConfig::writers),
         field("validate", "max_future_skew_s", &Config::validate,
               &ValidateConfig::max_future_skew_s),
         field("validate", "max_age_s", &Config::validate, &ValidateConfig::max_age_s),
@@ -350,6 +351,8 @@ void validate(const Config& c) {
     require(c.batch.max_bytes >= 1024, "batch.max_bytes", "must be at least 1024");
     require(c.batch.max_ms >= 1 && c.batch.max_ms <= 600000, "batch.max_ms",
             "must be between 1 and 600000");
+    require(c.batch.writers >= 1 && c.batch.writers <= 16, "batch.writers",
+            "must be between 1 and 16");
     require(c.batch.inflight_bytes >= c.batch.max_bytes, "batch.inflight_bytes",
             "must be at least batch.max_bytes (" + std::to_string(c.batch.max_bytes) + ")");
     require(c.validate.max_future_skew_s >= 0, "validate.max_future_skew_s",

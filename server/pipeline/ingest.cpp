@@ -44,6 +44,14 @@ struct PendingBatch {
     std::map<std::int32_t, std::int64_t> epochs;
 };
 
+// One per writer connection: the partitions it commits and the batches waiting for it.
+struct Shard {
+    explicit Shard(batch::Limits limits) : builder(limits) {}
+    batch::BatchBuilder builder;     // poll thread only
+    std::deque<PendingBatch> queue;  // under the pipeline's mutex
+    bool committing = false;         // under the pipeline's mutex
+};
+
 struct Counters {
     std::atomic<std::uint64_t> consumed{0};
     std::atomic<std::uint64_t> accepted{0};
@@ -61,16 +69,21 @@ class Ingest final : public source::PartitionOwner {
           stop_(stop),
           decoder_(static_cast<std::size_t>(config.validate.max_payload_bytes)),
           validator_(config.validate),
-          builder_(batch::Limits{static_cast<std::size_t>(config.batch.max_rows),
-                                 static_cast<std::size_t>(config.batch.max_bytes),
-                                 std::chrono::milliseconds(config.batch.max_ms)}),
-          control_(connect_with_retry("trackd ingest control")) {}
+          control_(connect_with_retry("trackd ingest control")) {
+        const batch::Limits limits{static_cast<std::size_t>(config.batch.max_rows),
+                                   static_cast<std::size_t>(config.batch.max_bytes),
+                                   std::chrono::milliseconds(config.batch.max_ms)};
+        for (int i = 0; i < config.batch.writers; ++i) shards_.emplace_back(limits);
+    }
 
     void run() {
         if (!control_) return;  // stopped before the database came back
         source::KafkaSource source(config_.kafka, *this);
         source_ = &source;
-        std::thread committer([this] { commit_loop(); });
+        std::vector<std::thread> committers;
+        for (std::size_t i = 0; i < shards_.size(); ++i) {
+            committers.emplace_back([this, i] { commit_loop(i); });
+        }
         auto last_stats = Clock::now();
         const auto limit = config_.batch.inflight_bytes;
         try {
@@ -88,23 +101,27 @@ class Ingest final : public source::PartitionOwner {
                 }
                 if (auto m = source.poll(std::chrono::milliseconds(20))) handle(*m);
                 const auto now = Clock::now();
-                if (builder_.should_flush(now)) enqueue(builder_.take());
+                for (std::size_t i = 0; i < shards_.size(); ++i) {
+                    if (shards_[i].builder.should_flush(now)) enqueue(i, shards_[i].builder.take());
+                }
                 if (now - last_stats >= std::chrono::seconds(10)) {
                     log_stats();
                     last_stats = now;
                 }
             }
         } catch (...) {
-            stop_committer(std::chrono::seconds(0));
-            committer.join();
+            stop_committers(std::chrono::seconds(0));
+            for (auto& t : committers) t.join();
             source_ = nullptr;
             throw;
         }
         // Clean stop: commit what was read if the database lets us within a few seconds,
         // otherwise abandon it (it was not committed, so it will be read again).
-        if (!builder_.current().empty()) enqueue(builder_.take());
-        stop_committer(std::chrono::seconds(5));
-        committer.join();
+        for (std::size_t i = 0; i < shards_.size(); ++i) {
+            if (!shards_[i].builder.current().empty()) enqueue(i, shards_[i].builder.take());
+        }
+        stop_committers(std::chrono::seconds(5));
+        for (auto& t : committers) t.join();
         source.close();
         source_ = nullptr;
         log_stats();
@@ -144,7 +161,7 @@ class Ingest final : public source::PartitionOwner {
         // owner reads them again); batches already queued commit only if the epoch still holds.
         const std::set<std::int32_t> revoked(partitions.begin(), partitions.end());
         for (const auto p : partitions) {
-            builder_.drop_partition(p);
+            shard_of(p).builder.drop_partition(p);
             epochs_.erase(p);
         }
         // Positions read from these partitions may not have been committed: forget them, and
@@ -217,18 +234,24 @@ class Ingest final : public source::PartitionOwner {
             it->second = here;
         }
         counters_.accepted++;
-        builder_.add_row(batch::Row{std::move(pos), m.partition, m.offset, m.timestamp_ms},
+        shard_of(m.partition).builder.add_row(batch::Row{std::move(pos), m.partition, m.offset, m.timestamp_ms},
                          m.payload.size(), now);
     }
 
     void reject(const source::Message& m, core::Rejection r, Clock::time_point now) {
         counters_.rejected++;
-        builder_.add_dead_letter(batch::DeadLetter{m.partition, m.offset, r.reason,
+        shard_of(m.partition).builder.add_dead_letter(batch::DeadLetter{m.partition, m.offset, r.reason,
                                                    std::move(r.detail), std::string(m.payload)},
                                  now);
     }
 
-    void enqueue(batch::Batch b) {
+    // Partitions are spread over the writers, so that batches of one partition commit in
+    // order on one connection while other partitions commit in parallel on others.
+    Shard& shard_of(std::int32_t partition) {
+        return shards_[static_cast<std::size_t>(partition) % shards_.size()];
+    }
+
+    void enqueue(std::size_t shard, batch::Batch b) {
         PendingBatch pending{std::move(b), {}};
         for (const auto& [p, next] : pending.batch.next_offsets) {
             auto it = epochs_.find(p);
@@ -236,30 +259,38 @@ class Ingest final : public source::PartitionOwner {
         }
         {
             const std::lock_guard lock(mutex_);
-            queue_.push_back(std::move(pending));
+            shards_[shard].queue.push_back(std::move(pending));
         }
-        cv_.notify_one();
+        cv_.notify_all();
     }
 
-    void stop_committer(std::chrono::seconds grace) {
+    // Under mutex_.
+    [[nodiscard]] std::size_t uncommitted_batches() const {
+        std::size_t n = 0;
+        for (const auto& shard : shards_) n += shard.queue.size() + (shard.committing ? 1 : 0);
+        return n;
+    }
+
+    void stop_committers(std::chrono::seconds grace) {
         {
             const std::lock_guard lock(mutex_);
             draining_ = true;
         }
-        cv_.notify_one();
+        cv_.notify_all();
         std::unique_lock lock(mutex_);
-        if (!cv_.wait_for(lock, grace, [this] { return queue_.empty() && !committing_; })) {
+        if (!cv_.wait_for(lock, grace, [this] { return uncommitted_batches() == 0; })) {
             core::log::warn("abandoning uncommitted batches at shutdown",
-                            {{"batches", std::to_string(queue_.size() + (committing_ ? 1 : 0))}});
+                            {{"batches", std::to_string(uncommitted_batches())}});
         }
         abandon_ = true;
         cv_.notify_all();
     }
 
-    void commit_loop() {
+    void commit_loop(std::size_t index) {
+        auto& shard = shards_[index];
         std::unique_ptr<PostgisSink> writer;
         try {
-            writer = connect_with_retry("trackd ingest writer");
+            writer = connect_with_retry("trackd ingest writer " + std::to_string(index));
         } catch (...) {
             fail(std::current_exception());
             return;
@@ -269,11 +300,13 @@ class Ingest final : public source::PartitionOwner {
             PendingBatch pending;
             {
                 std::unique_lock lock(mutex_);
-                cv_.wait(lock, [this] { return !queue_.empty() || abandon_ || draining_; });
-                if (abandon_ || queue_.empty()) return;  // abandoned, or drained at shutdown
-                pending = std::move(queue_.front());
-                queue_.pop_front();
-                committing_ = true;
+                cv_.wait(lock,
+                         [&] { return !shard.queue.empty() || abandon_ || draining_ || failed(); });
+                // Abandoned, drained at shutdown, or another writer failed.
+                if (abandon_ || failed() || shard.queue.empty()) return;
+                pending = std::move(shard.queue.front());
+                shard.queue.pop_front();
+                shard.committing = true;
             }
             const auto bytes = pending.batch.bytes;
             try {
@@ -284,7 +317,7 @@ class Ingest final : public source::PartitionOwner {
             inflight_bytes_ -= bytes;
             {
                 const std::lock_guard lock(mutex_);
-                committing_ = false;
+                shard.committing = false;
             }
             cv_.notify_all();
             if (failed()) return;
@@ -348,7 +381,7 @@ class Ingest final : public source::PartitionOwner {
     // Poll thread only.
     decode::Decoder decoder_;
     validate::Validator validator_;
-    batch::BatchBuilder builder_;
+    std::vector<Shard> shards_;
     std::unique_ptr<PostgisSink> control_;
     // The latest accepted position per vehicle and the partition it came from.
     struct Latest {
@@ -362,9 +395,7 @@ class Ingest final : public source::PartitionOwner {
     // Shared with the committer.
     std::mutex mutex_;
     std::condition_variable cv_;
-    std::deque<PendingBatch> queue_;
     bool draining_ = false;
-    bool committing_ = false;
     std::atomic<bool> abandon_{false};
     std::atomic<bool> failed_{false};
     std::exception_ptr fatal_;

@@ -38,6 +38,8 @@ struct BatchConfig {
     int max_ms = 500;
     // Upper bound on bytes read from Kafka but not yet committed; partitions pause above it.
     std::int64_t inflight_bytes = 256LL << 20;
+    // Writer connections committing in parallel; partition p goes to writer p % writers.
+    int writers = 2;
 };
 
 struct ValidateConfig {

@@ -264,6 +264,9 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
                 "kafka_partition, kafka_offset) "
                 "SELECT vehicle_id, last_updated, geom, speed_kmh, heading_deg, accuracy_m, "
                 "attributes, ingest_batch_id, kafka_partition, kafka_offset FROM current_stage "
+                // One lock order for every writer: concurrent batches that share a vehicle
+                // (messages not keyed by vehicle) wait for each other instead of deadlocking.
+                "ORDER BY vehicle_id "
                 "ON CONFLICT (vehicle_id) DO UPDATE SET last_updated = EXCLUDED.last_updated, "
                 "geom = EXCLUDED.geom, speed_kmh = EXCLUDED.speed_kmh, "
                 "heading_deg = EXCLUDED.heading_deg, accuracy_m = EXCLUDED.accuracy_m, "
