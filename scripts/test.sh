@@ -32,14 +32,14 @@ export TEST_KAFKA_BROKERS="${TEST_KAFKA_BROKERS:-127.0.0.1:${LOCAL_KAFKA_PORT:-5
 step "install system packages"
 bash "$here/setup.sh"
 
+step "format check"
+bash "$here/format.sh" --check
+
 for preset in $presets; do
   step "build ($preset)"
   cmake --preset "$preset" >/dev/null
   cmake --build --preset "$preset" -j "$jobs"
 done
-
-step "format check"
-bash "$here/format.sh" --check
 
 step "start local services"
 bash "$here/services.sh" start

@@ -234,15 +234,17 @@ class Ingest final : public source::PartitionOwner {
             it->second = here;
         }
         counters_.accepted++;
-        shard_of(m.partition).builder.add_row(batch::Row{std::move(pos), m.partition, m.offset, m.timestamp_ms},
-                         m.payload.size(), now);
+        shard_of(m.partition)
+            .builder.add_row(batch::Row{std::move(pos), m.partition, m.offset, m.timestamp_ms},
+                             m.payload.size(), now);
     }
 
     void reject(const source::Message& m, core::Rejection r, Clock::time_point now) {
         counters_.rejected++;
-        shard_of(m.partition).builder.add_dead_letter(batch::DeadLetter{m.partition, m.offset, r.reason,
-                                                   std::move(r.detail), std::string(m.payload)},
-                                 now);
+        shard_of(m.partition)
+            .builder.add_dead_letter(batch::DeadLetter{m.partition, m.offset, r.reason,
+                                                       std::move(r.detail), std::string(m.payload)},
+                                     now);
     }
 
     // Partitions are spread over the writers, so that batches of one partition commit in
