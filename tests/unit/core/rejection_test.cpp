@@ -1,10 +1,10 @@
-#include <gtest/gtest.h>
+#include "trackd/core/rejection.hpp"
 
 #include <fstream>
 #include <set>
 #include <sstream>
 
-#include "trackd/core/rejection.hpp"
+#include <gtest/gtest.h>
 
 namespace trackd::core {
 namespace {
