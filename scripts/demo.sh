@@ -33,6 +33,7 @@ fi
 
 echo "demo: installing packages and building (the first run takes a few minutes)"
 bash "$here/setup.sh"
+bash "$here/python-env.sh" >/dev/null  # Arrow/Parquet C++ for the archive come from pyarrow
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)" >/dev/null
 bash "$here/services.sh" start
@@ -41,6 +42,8 @@ mkdir -p "$logs" "$run"
 export TRACKD_PG_DSN="postgresql://postgres@127.0.0.1:$pg_port/trackd"
 export TRACKD_KAFKA_BROKERS="127.0.0.1:${LOCAL_KAFKA_PORT:-59092}"
 export TRACKD_KAFKA_TOPIC="$topic"
+# A read-only API token for the demo (configure real ones in [http.tokens]).
+export TRACKD_HTTP_TOKENS_DEMO="read:${DEMO_TOKEN:-demo-read-token-0123456789}"
 "$bin/server/trackd" migrate
 bash "$here/kafka.sh" create-topic "$topic" 4
 
@@ -71,6 +74,8 @@ Where to look:
   QGIS:    Layer > Add PostGIS layers > New connection: host 127.0.0.1, port $pg_port,
            database trackd, user postgres (no password); layers trackd.vehicle_current_state
            and trackd.vehicle_telemetry_history (geom, PointZ, EPSG:4326)
+  API:     curl -H 'Authorization: Bearer ${DEMO_TOKEN:-demo-read-token-0123456789}' 'http://127.0.0.1:8080/v1/vehicles?limit=3'
+           (docs/api.md; OGC API - Features at http://127.0.0.1:8080/, e.g. ogrinfo OAPIF:http://127.0.0.1:8080/)
   logs:    $logs/trackd.log (trackd), $logs/fleet.log (fleet), $logs/postgres.log, $logs/kafka.log
   stop:    bash scripts/demo.sh stop
 EOT

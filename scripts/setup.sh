@@ -9,6 +9,8 @@ PACKAGES=(
   librdkafka-dev libpqxx-dev libpq-dev libgeos-dev libproj-dev proj-data libsimdjson-dev
   libboost-dev libboost-system-dev libfmt-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
+  # archive/: Iceberg metadata JSON (Arrow/Parquet come from the pyarrow wheel, scripts/python-env.sh)
+  nlohmann-json3-dev zlib1g-dev
   # tooling: format, lint, sanitizers, fuzzing
   clang clang-format clang-tidy libclang-rt-14-dev
   # local services: PostgreSQL 15 + PostGIS 3, Java and Maven for the Kafka broker
@@ -16,6 +18,10 @@ PACKAGES=(
   default-jre-headless maven
   # scripts and tests
   python3 python3-venv curl jq procps psmisc
+  # bench/ingest.sh --profile: perf (cpu-clock sampling, DWARF call graphs)
+  linux-perf
+  # HTTP API: GDAL's OGC API - Features client (ogrinfo) in the tests, wrk for bench/api
+  gdal-bin wrk
 )
 
 missing=()

@@ -32,6 +32,10 @@ export TEST_KAFKA_BROKERS="${TEST_KAFKA_BROKERS:-127.0.0.1:${LOCAL_KAFKA_PORT:-5
 step "install system packages"
 bash "$here/setup.sh"
 
+# Before the build: the pyarrow wheel in .venv/ provides Arrow/Parquet C++ (Debian 12 has none).
+step "python environment"
+bash "$here/python-env.sh"
+
 step "format check"
 bash "$here/format.sh" --check
 

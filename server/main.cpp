@@ -1,20 +1,25 @@
 // trackd's entry point: parse the command line, load the config, run one command.
 // Everything that can fail at start-up throws; this file turns that into one line and exit 1.
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "trackd/archive/archiver.hpp"
 #include "trackd/config/config.hpp"
 #include "trackd/core/error.hpp"
 #include "trackd/core/log.hpp"
 #include "trackd/core/version.hpp"
 #include "trackd/db/connection.hpp"
 #include "trackd/db/migrations.hpp"
+#include "trackd/http/server.hpp"
 #include "trackd/pipeline/ingest.hpp"
 
 namespace {
@@ -23,6 +28,10 @@ constexpr std::string_view kUsage = R"(usage: trackd <command> [--config FILE]
 
 commands:
   run            ingest from Kafka into PostGIS and serve the HTTP API
+                 (and archive to Iceberg when archive.enabled)
+  archive        archive committed history to the Iceberg table until stopped
+  archive --once archive what is committed now, then exit (3: another archiver runs)
+  archive maintain  expire snapshots, merge manifests, delete orphan files, apply retention
   migrate        apply the missing SQL migrations to the database
   check-config   print the effective configuration (secrets masked) and exit
   version        print the version and the schema version this build expects
@@ -34,6 +43,7 @@ e.g. TRACKD_KAFKA_BROKERS, TRACKD_KAFKA_TOPIC, TRACKD_PG_DSN, TRACKD_HTTP_LISTEN
 struct Args {
     std::string command;
     std::string config_file;
+    std::vector<std::string> sub;  // `archive --once`, `archive maintain`
 };
 
 Args parse_args(int argc, char** argv) {
@@ -49,6 +59,8 @@ Args parse_args(int argc, char** argv) {
             args.command = "help";
         } else if (args.command.empty() && v[i][0] != '-') {
             args.command = v[i];
+        } else if (args.command == "archive" && (v[i] == "--once" || v[i] == "maintain")) {
+            args.sub.push_back(v[i]);
         } else {
             throw trackd::core::ConfigError(v[i], "unknown argument (see trackd --help)");
         }
@@ -78,20 +90,90 @@ std::atomic<bool> g_stop{false};
 
 extern "C" void on_signal(int /*signal*/) { g_stop.store(true); }
 
-int cmd_run(const trackd::config::Config& config) {
-    {
-        auto conn = connect(config, "run");
-        trackd::db::check_schema(conn);
-    }
+void stop_on_signals() {
     struct sigaction sa {};
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, nullptr);
     sigaction(SIGINT, &sa, nullptr);
+}
+
+int cmd_archive(const trackd::config::Config& config, const std::vector<std::string>& sub) {
+    {
+        auto conn = connect(config, "archive");
+        trackd::db::check_schema(conn);
+    }
+    stop_on_signals();
+    const bool once = std::find(sub.begin(), sub.end(), "--once") != sub.end();
+    const bool maintain = std::find(sub.begin(), sub.end(), "maintain") != sub.end();
+    trackd::archive::Archiver archiver(config);
+    if (!once && !maintain) {
+        archiver.run(g_stop);
+        return 0;
+    }
+    if (!archiver.try_lock()) {
+        fmt::print(stderr, "trackd: another archiver holds the lock of {}.{}; not archiving\n",
+                   config.archive.namespace_, config.archive.table);
+        return 3;
+    }
+    if (maintain) {
+        const auto r = archiver.maintain();
+        fmt::print(
+            "maintenance: {} manifests merged, {} snapshots expired, {} files deleted, {} "
+            "orphans deleted, {} partitions dropped\n",
+            r.manifests_merged, r.snapshots_expired, r.files_deleted, r.orphans_deleted,
+            r.partitions_dropped);
+        return 0;
+    }
+    const auto r = archiver.archive_pending();
+    fmt::print("archived {} rows in {} commits ({} files, {} bytes); archived_seq {}\n", r.rows,
+               r.commits, r.files, r.bytes, r.archived_seq);
+    return 0;
+}
+
+int cmd_run(const trackd::config::Config& config) {
+    {
+        auto conn = connect(config, "run");
+        trackd::db::check_schema(conn);
+    }
+    stop_on_signals();
     trackd::core::log::info("trackd starting", {{"version", std::string(trackd::core::version())},
                                                 {"topic", config.kafka.topic},
                                                 {"group", config.kafka.group}});
+    // The HTTP API runs beside ingest on its own threads; leaving this scope (a clean stop or an
+    // ingest error) stops it gracefully.
+    std::optional<trackd::http::Server> http;
+    if (config.http.enabled) {
+        if (config.http.tokens.empty()) {
+            trackd::core::log::warn(
+                "http: no [http.tokens] configured; only /healthz, /readyz "
+                "and the landing pages answer without 401");
+        }
+        http.emplace(config);
+        http->start();
+    }
+    // The archiver runs beside ingest on its own thread and connections; it stops with trackd.
+    std::thread archive;
+    if (config.archive.enabled) {
+        archive = std::thread([&config] {
+            try {
+                trackd::archive::Archiver(config).run(g_stop);
+            } catch (const std::exception& e) {
+                // run() retries everything it can; this is a bug or a broken setup: say so and
+                // leave ingest running (the archive catches up from the table on restart).
+                trackd::core::log::error("archiver stopped", {{"error", e.what()}});
+            }
+        });
+    }
+    struct StopArchive {
+        std::thread& t;
+        ~StopArchive() {
+            g_stop.store(true);
+            if (t.joinable()) t.join();
+        }
+    } stop_archive{archive};
     trackd::pipeline::run_ingest(config, g_stop);
+    http.reset();
     trackd::core::log::info("trackd stopped");
     return 0;
 }
@@ -119,6 +201,7 @@ int main(int argc, char** argv) {
         }
         if (args.command == "migrate") return cmd_migrate(config);
         if (args.command == "run") return cmd_run(config);
+        if (args.command == "archive") return cmd_archive(config, args.sub);
         throw trackd::core::ConfigError(args.command, "unknown command (see trackd --help)");
     } catch (const trackd::core::ConfigError& e) {
         fmt::print(stderr, "trackd: configuration error: {}\n", e.what());

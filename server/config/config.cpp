@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string_view>
@@ -192,6 +193,14 @@ const std::vector<Field>& fields() {
         field("http", "enabled", &Config::http, &HttpConfig::enabled),
         field("http", "listen", &Config::http, &HttpConfig::listen),
         field("http", "threads", &Config::http, &HttpConfig::threads),
+        field("http", "max_header_bytes", &Config::http, &HttpConfig::max_header_bytes),
+        field("http", "max_body_bytes", &Config::http, &HttpConfig::max_body_bytes),
+        field("http", "read_timeout_ms", &Config::http, &HttpConfig::read_timeout_ms),
+        field("http", "idle_timeout_ms", &Config::http, &HttpConfig::idle_timeout_ms),
+        field("http", "statement_timeout_ms", &Config::http, &HttpConfig::statement_timeout_ms),
+        field("http", "pool_size", &Config::http, &HttpConfig::pool_size),
+        field("http", "max_limit", &Config::http, &HttpConfig::max_limit),
+        field("http", "open_landing_pages", &Config::http, &HttpConfig::open_landing_pages),
         field("batch", "max_rows", &Config::batch, &BatchConfig::max_rows),
         field("batch", "max_bytes", &Config::batch, &BatchConfig::max_bytes),
         field("batch", "max_ms", &Config::batch, &BatchConfig::max_ms),
@@ -210,6 +219,25 @@ const std::vector<Field>& fields() {
         field("postgis", "partition_interval", &Config::postgis,
               &PostgisConfig::partition_interval),
         field("postgis", "partitions_ahead", &Config::postgis, &PostgisConfig::partitions_ahead),
+        field("postgis", "retention", &Config::postgis, &PostgisConfig::retention),
+        field("archive", "enabled", &Config::archive, &ArchiveConfig::enabled),
+        field("archive", "warehouse", &Config::archive, &ArchiveConfig::warehouse),
+        field("archive", "catalog", &Config::archive, &ArchiveConfig::catalog),
+        field("archive", "namespace", &Config::archive, &ArchiveConfig::namespace_),
+        field("archive", "table", &Config::archive, &ArchiveConfig::table),
+        field("archive", "target_file_bytes", &Config::archive, &ArchiveConfig::target_file_bytes),
+        field("archive", "commit_interval_s", &Config::archive, &ArchiveConfig::commit_interval_s),
+        field("archive", "poll_interval_ms", &Config::archive, &ArchiveConfig::poll_interval_ms),
+        field("archive", "maintenance_interval_s", &Config::archive,
+              &ArchiveConfig::maintenance_interval_s),
+        field("archive", "snapshot_max_age_s", &Config::archive,
+              &ArchiveConfig::snapshot_max_age_s),
+        field("archive", "min_snapshots_to_keep", &Config::archive,
+              &ArchiveConfig::min_snapshots_to_keep),
+        field("archive", "max_manifests", &Config::archive, &ArchiveConfig::max_manifests),
+        field("archive", "orphan_min_age_s", &Config::archive, &ArchiveConfig::orphan_min_age_s),
+        field("archive", "metadata_versions_max", &Config::archive,
+              &ArchiveConfig::metadata_versions_max),
         field("log", "level", &Config::log, &LogConfig::level),
         field("log", "format", &Config::log, &LogConfig::format),
     };
@@ -219,6 +247,20 @@ const std::vector<Field>& fields() {
 // librdkafka properties live in their own table, [kafka.properties], passed through as strings.
 constexpr std::string_view kPropertiesPath = "kafka.properties";
 constexpr std::string_view kPropertiesEnvPrefix = "TRACKD_KAFKA_PROPERTIES_";
+
+// Bearer tokens live in their own table too, [http.tokens], one `name = "scope:secret"` each;
+// the name is what logs show, so that a secret never has to.
+constexpr std::string_view kTokensPath = "http.tokens";
+constexpr std::string_view kTokensEnvPrefix = "TRACKD_HTTP_TOKENS_";
+
+// "read:SECRET" -> {read, SECRET}; the scope and secret are validated in validate().
+HttpToken parse_token(const std::string& text, const std::string& where) {
+    const auto colon = text.find(':');
+    if (colon == std::string::npos) {
+        throw ConfigError(where, "expected \"read:<token>\" or \"write:<token>\"");
+    }
+    return HttpToken{text.substr(0, colon), text.substr(colon + 1)};
+}
 
 std::set<std::string> sections() {
     std::set<std::string> out;
@@ -255,13 +297,24 @@ void apply_toml(Config& c, const toml::table& root) {
         if (known.count(section) == 0) {
             throw ConfigError(section,
                               "unknown section (known: kafka, pg, http, batch, "
-                              "validate, postgis, log)");
+                              "validate, postgis, archive, log)");
         }
         const auto* table = sec_node.as_table();
         if (table == nullptr) throw ConfigError(section, "expected a table [" + section + "]");
         for (const auto& [key_key, node] : *table) {
             const std::string key(key_key.str());
             const std::string where = section + "." + key;
+            if (section == "http" && key == "tokens") {
+                const auto* tokens = node.as_table();
+                if (tokens == nullptr) throw ConfigError(where, "expected a table");
+                for (const auto& [name, value] : *tokens) {
+                    const std::string token_where = where + "." + std::string(name.str());
+                    auto text = value.value_exact<std::string>();
+                    if (!text) throw ConfigError(token_where, "expected a string \"scope:token\"");
+                    c.http.tokens[std::string(name.str())] = parse_token(*text, token_where);
+                }
+                continue;
+            }
             if (section == "kafka" && key == "properties") {
                 const auto* props = node.as_table();
                 if (props == nullptr) throw ConfigError(where, "expected a table");
@@ -287,6 +340,16 @@ void apply_env(Config& c, const Environment& env) {
             });
             if (prop.empty()) throw ConfigError(name, "names no librdkafka property");
             c.kafka.properties[prop] = value;
+            continue;
+        }
+        if (name.rfind(kTokensEnvPrefix, 0) == 0) {
+            // TRACKD_HTTP_TOKENS_DASHBOARD=read:SECRET -> [http.tokens] dashboard
+            std::string token_name = name.substr(kTokensEnvPrefix.size());
+            std::transform(token_name.begin(), token_name.end(), token_name.begin(),
+                           [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+            if (token_name.empty()) throw ConfigError(name, "names no token");
+            c.http.tokens[token_name] = parse_token(
+                value, std::string(kTokensPath) + "." + token_name + " (from " + name + ")");
             continue;
         }
         const std::string rest = name.substr(7);
@@ -319,6 +382,12 @@ bool valid_host_port(const std::string& s) {
     return ec == std::errc{} && ptr == e && port > 0 && port < 65536;
 }
 
+// "<N> <unit>" with a PostgreSQL interval unit trackd documents, e.g. "30 days".
+bool valid_interval(const std::string& s) {
+    static const std::regex pattern(R"(^[1-9][0-9]{0,5} (hour|day|week|month)s?$)");
+    return std::regex_match(s, pattern);
+}
+
 void require(bool ok, const std::string& key, const std::string& problem) {
     if (!ok) throw ConfigError(key, problem);
 }
@@ -347,6 +416,43 @@ void validate(const Config& c) {
             "'" + c.http.listen + "' is not host:port with a port in 1..65535");
     require(c.http.threads >= 1 && c.http.threads <= 256, "http.threads",
             "must be between 1 and 256");
+    require(c.http.max_header_bytes >= 1024 && c.http.max_header_bytes <= 1024 * 1024,
+            "http.max_header_bytes", "must be between 1024 and 1048576");
+    require(c.http.max_body_bytes >= 1024 && c.http.max_body_bytes <= 64 * 1024 * 1024,
+            "http.max_body_bytes", "must be between 1024 and 67108864");
+    require(c.http.read_timeout_ms >= 100 && c.http.read_timeout_ms <= 600000,
+            "http.read_timeout_ms", "must be between 100 and 600000");
+    require(c.http.idle_timeout_ms >= 100 && c.http.idle_timeout_ms <= 3600000,
+            "http.idle_timeout_ms", "must be between 100 and 3600000");
+    require(c.http.statement_timeout_ms >= 10 && c.http.statement_timeout_ms <= 600000,
+            "http.statement_timeout_ms", "must be between 10 and 600000");
+    require(c.http.pool_size >= 1 && c.http.pool_size <= 256, "http.pool_size",
+            "must be between 1 and 256");
+    require(c.http.max_limit >= 1 && c.http.max_limit <= 1000000, "http.max_limit",
+            "must be between 1 and 1000000");
+    std::set<std::string> secrets;
+    for (const auto& [name, token] : c.http.tokens) {
+        const std::string where = std::string(kTokensPath) + "." + name;
+        require(!name.empty() && std::all_of(name.begin(), name.end(),
+                                             [](unsigned char ch) {
+                                                 return std::isalnum(ch) != 0 || ch == '_' ||
+                                                        ch == '-';
+                                             }),
+                where, "a token name may hold only letters, digits, '_' and '-'");
+        require(token.scope == "read" || token.scope == "write", where,
+                "scope '" + token.scope + "' is not read or write");
+        // RFC 6750 b64token characters, and long enough not to be guessed.
+        require(token.secret.size() >= 16, where, "the token must be at least 16 characters");
+        require(std::all_of(token.secret.begin(), token.secret.end(),
+                            [](unsigned char ch) {
+                                return std::isalnum(ch) != 0 || ch == '-' || ch == '.' ||
+                                       ch == '_' || ch == '~' || ch == '+' || ch == '/' ||
+                                       ch == '=';
+                            }),
+                where, "the token may hold only A-Z a-z 0-9 - . _ ~ + / =");
+        require(secrets.insert(token.secret).second, where,
+                "the same token is configured under another name");
+    }
     require(c.batch.max_rows >= 1, "batch.max_rows", "must be at least 1");
     require(c.batch.max_bytes >= 1024, "batch.max_bytes", "must be at least 1024");
     require(c.batch.max_ms >= 1 && c.batch.max_ms <= 600000, "batch.max_ms",
@@ -368,6 +474,38 @@ void validate(const Config& c) {
             "postgis.partition_interval", "'" + iv + "' is not one of hour, day, week, month");
     require(c.postgis.partitions_ahead >= 0 && c.postgis.partitions_ahead <= 1000,
             "postgis.partitions_ahead", "must be between 0 and 1000");
+    require(c.postgis.retention.empty() || valid_interval(c.postgis.retention), "postgis.retention",
+            "'" + c.postgis.retention +
+                "' is not '<N> hours', '<N> days', '<N> weeks' or '<N> months'");
+    require(!c.archive.warehouse.empty(), "archive.warehouse", "must not be empty");
+    for (const auto& [key, value] :
+         {std::pair<const char*, const std::string*>{"archive.catalog", &c.archive.catalog},
+          {"archive.namespace", &c.archive.namespace_},
+          {"archive.table", &c.archive.table}}) {
+        // Iceberg identifiers end up in file paths and in a dotted name: keep them plain.
+        require(!value->empty() && value->size() <= 255 &&
+                    std::all_of(value->begin(), value->end(),
+                                [](unsigned char ch) {
+                                    return std::isalnum(ch) != 0 || ch == '_' || ch == '-';
+                                }),
+                key, "'" + *value + "' must be 1..255 characters of A-Z a-z 0-9 _ -");
+    }
+    require(c.archive.target_file_bytes >= 1024 && c.archive.target_file_bytes <= (8LL << 30),
+            "archive.target_file_bytes", "must be between 1024 and 8589934592");
+    require(c.archive.commit_interval_s >= 1 && c.archive.commit_interval_s <= 86400,
+            "archive.commit_interval_s", "must be between 1 and 86400");
+    require(c.archive.poll_interval_ms >= 10 && c.archive.poll_interval_ms <= 600000,
+            "archive.poll_interval_ms", "must be between 10 and 600000");
+    require(c.archive.maintenance_interval_s >= 0, "archive.maintenance_interval_s",
+            "must not be negative (0 disables scheduled maintenance)");
+    require(c.archive.snapshot_max_age_s >= 0, "archive.snapshot_max_age_s",
+            "must not be negative");
+    require(c.archive.min_snapshots_to_keep >= 1, "archive.min_snapshots_to_keep",
+            "must be at least 1");
+    require(c.archive.max_manifests >= 1, "archive.max_manifests", "must be at least 1");
+    require(c.archive.orphan_min_age_s >= 0, "archive.orphan_min_age_s", "must not be negative");
+    require(c.archive.metadata_versions_max >= 1, "archive.metadata_versions_max",
+            "must be at least 1");
     const auto& lv = c.log.level;
     require(lv == "debug" || lv == "info" || lv == "warn" || lv == "error", "log.level",
             "'" + lv + "' is not one of debug, info, warn, error");
@@ -434,6 +572,10 @@ std::string to_masked_toml(const Config& config) {
         }
         const std::string value = f.to_toml(config);
         out << f.key << " = " << value << "\n";
+    }
+    out << "\n[" << kTokensPath << "]\n";
+    for (const auto& [name, token] : config.http.tokens) {
+        out << quote(name) << " = " << quote(token.scope + ":****") << "\n";
     }
     out << "\n[" << kPropertiesPath << "]\n";
     for (const auto& [k, v] : config.kafka.properties) {

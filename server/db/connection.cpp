@@ -142,4 +142,36 @@ void Connection::copy_end() {
     while ((res = PQgetResult(conn_)) != nullptr) PQclear(res);
 }
 
+void Connection::copy_out_start(const std::string& copy_sql) {
+    PGresult* res = PQexec(conn_, copy_sql.c_str());
+    if (PQresultStatus(res) != PGRES_COPY_OUT) throw_result_error(conn_, res);
+    PQclear(res);
+}
+
+bool Connection::copy_out_next(std::string& row) {
+    char* buf = nullptr;
+    const int n = PQgetCopyData(conn_, &buf, 0);
+    if (n > 0) {
+        row.assign(buf, static_cast<size_t>(n));
+        PQfreemem(buf);
+        return true;
+    }
+    if (n == -2) throw_result_error(conn_, nullptr);
+    // -1: done; the COPY's own result says whether it succeeded.
+    PGresult* res = PQgetResult(conn_);
+    const bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+    if (!ok) {
+        std::string state;
+        const char* s = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+        state = s != nullptr ? s : "";
+        std::string message = trim(PQresultErrorMessage(res));
+        PQclear(res);
+        while ((res = PQgetResult(conn_)) != nullptr) PQclear(res);
+        throw DbError(message, state);
+    }
+    PQclear(res);
+    while ((res = PQgetResult(conn_)) != nullptr) PQclear(res);
+    return false;
+}
+
 }  // namespace trackd::db

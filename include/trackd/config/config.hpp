@@ -26,10 +26,26 @@ struct PgConfig {
     int connect_timeout_s = 10;
 };
 
+// A bearer token the HTTP API accepts. `write` implies `read`.
+struct HttpToken {
+    std::string scope;   // "read" or "write"
+    std::string secret;  // the bearer token itself; never logged or printed
+};
+
 struct HttpConfig {
     bool enabled = true;
     std::string listen = "127.0.0.1:8080";
     int threads = 2;
+    int max_header_bytes = 16 * 1024;  // request line + headers; above it: 431
+    int max_body_bytes = 1024 * 1024;  // above it: 413
+    int read_timeout_ms = 10000;       // from a request's first byte to its last
+    int idle_timeout_ms = 60000;       // a keep-alive connection waiting for its next request
+    int statement_timeout_ms = 5000;   // per SQL statement (and for waiting on the pool): 503
+    int pool_size = 4;                 // PostgreSQL connections of the API
+    int max_limit = 10000;             // the largest `limit` a request may ask for
+    bool open_landing_pages = true;    // /, /conformance, /api, /collections without a token
+    // [http.tokens] name = "read:SECRET" / TRACKD_HTTP_TOKENS_<NAME>; the name shows in logs.
+    std::map<std::string, HttpToken> tokens;
 };
 
 struct BatchConfig {
@@ -54,6 +70,27 @@ struct ValidateConfig {
 struct PostgisConfig {
     std::string partition_interval = "day";  // hour, day, week or month
     int partitions_ahead = 2;                // intervals created ahead of the newest row
+    // Partitions older than this ("30 days", "12 hours", ...) are dropped by the archiver once
+    // every row in them is in the Iceberg archive; empty keeps the history forever.
+    std::string retention;
+};
+
+// The Iceberg archive (docs/archive.md): history rows -> Parquet -> Iceberg v2 table.
+struct ArchiveConfig {
+    bool enabled = false;                                 // archive inside `trackd run`
+    std::string warehouse = "/var/lib/trackd/warehouse";  // local directory (or file:// URI)
+    std::string catalog = "trackd";                       // catalog_name in the JDBC catalog tables
+    std::string namespace_ = "trackd";                    // [archive] namespace
+    std::string table = "vehicle_positions";
+    std::int64_t target_file_bytes = 128LL << 20;  // a commit as soon as this much is pending...
+    int commit_interval_s = 120;        // ...or when the oldest pending batch is this old
+    int poll_interval_ms = 1000;        // how often to look for committed batches
+    int maintenance_interval_s = 3600;  // expire/merge/orphans inside `trackd run` (0: never)
+    std::int64_t snapshot_max_age_s = 7LL * 24 * 3600;  // expire snapshots older than this...
+    int min_snapshots_to_keep = 10;                     // ...but always keep the newest N
+    int max_manifests = 8;  // merge the current snapshot's manifests when there are more
+    std::int64_t orphan_min_age_s = 3LL * 24 * 3600;  // unreferenced files older than this go
+    int metadata_versions_max = 20;                   // old metadata.json files kept
 };
 
 struct LogConfig {
@@ -68,6 +105,7 @@ struct Config {
     BatchConfig batch;
     ValidateConfig validate;
     PostgisConfig postgis;
+    ArchiveConfig archive;
     LogConfig log;
 };
 

@@ -74,6 +74,11 @@ class Connection {
     void copy_send(std::string_view data);
     void copy_end();
 
+    // COPY ... TO STDOUT: start, then read one row (binary format: one tuple) per call until it
+    // returns false; throws on server error.
+    void copy_out_start(const std::string& copy_sql);
+    bool copy_out_next(std::string& row);
+
     [[nodiscard]] bool ok() const;
     [[nodiscard]] pg_conn* raw() const noexcept { return conn_; }
 

@@ -149,5 +149,123 @@ TEST(CheckConfigCommand, PrintsEffectiveConfigMasked) {
     EXPECT_NE(r.output.find("postgresql://u:****@h/d"), std::string::npos) << r.output;
 }
 
+TEST(ArchiveConfig, DefaultsFileAndEnvironment) {
+    const auto d = load_from_string("", "test.toml", {});
+    EXPECT_FALSE(d.archive.enabled);
+    EXPECT_EQ(d.archive.namespace_, "trackd");
+    EXPECT_EQ(d.archive.table, "vehicle_positions");
+    EXPECT_EQ(d.archive.target_file_bytes, 128LL << 20);
+    EXPECT_EQ(d.archive.commit_interval_s, 120);
+    EXPECT_TRUE(d.postgis.retention.empty());
+
+    const auto c = load_from_string(
+        R"(
+[archive]
+enabled = true
+warehouse = "/data/wh"
+namespace = "fleet"
+table = "positions"
+target_file_bytes = 1048576
+snapshot_max_age_s = 3600
+[postgis]
+retention = "30 days"
+)",
+        "test.toml",
+        {{"TRACKD_ARCHIVE_COMMIT_INTERVAL_S", "15"}, {"TRACKD_ARCHIVE_MAX_MANIFESTS", "3"}});
+    EXPECT_TRUE(c.archive.enabled);
+    EXPECT_EQ(c.archive.warehouse, "/data/wh");
+    EXPECT_EQ(c.archive.namespace_, "fleet");
+    EXPECT_EQ(c.archive.table, "positions");
+    EXPECT_EQ(c.archive.target_file_bytes, 1048576);
+    EXPECT_EQ(c.archive.snapshot_max_age_s, 3600);
+    EXPECT_EQ(c.archive.commit_interval_s, 15);
+    EXPECT_EQ(c.archive.max_manifests, 3);
+    EXPECT_EQ(c.postgis.retention, "30 days");
+}
+
+TEST(ArchiveConfig, ErrorsNameTheKey) {
+    EXPECT_EQ(error_of("[archive]\ntable = \"a.b\"\n"),
+              "archive.table: 'a.b' must be 1..255 characters of A-Z a-z 0-9 _ -");
+    EXPECT_EQ(error_of("[archive]\ntarget_file_bytes = 10\n"),
+              "archive.target_file_bytes: must be between 1024 and 8589934592");
+    EXPECT_EQ(error_of("[archive]\ncommit_interval_s = 0\n"),
+              "archive.commit_interval_s: must be between 1 and 86400");
+    EXPECT_EQ(error_of("[archive]\nmin_snapshots_to_keep = 0\n"),
+              "archive.min_snapshots_to_keep: must be at least 1");
+    EXPECT_EQ(error_of("[archive]\nwarehouse = \"\"\n"), "archive.warehouse: must not be empty");
+    EXPECT_EQ(error_of("[archive]\nbogus = 1\n"), "archive.bogus: unknown key");
+    EXPECT_EQ(error_of("", {{"TRACKD_POSTGIS_RETENTION", "forever"}}),
+              "postgis.retention: 'forever' is not '<N> hours', '<N> days', '<N> weeks' or "
+              "'<N> months'");
+    EXPECT_EQ(error_of("", {{"TRACKD_ARCHIVE_ENABLED", "maybe"}}),
+              "archive.enabled (from TRACKD_ARCHIVE_ENABLED): expected true or false, got 'maybe'");
+}
+
+TEST(HttpConfig, LimitsAndTokensFromFileAndEnvironment) {
+    const auto c = load_from_string(R"(
+[http]
+max_body_bytes = 2048
+statement_timeout_ms = 250
+open_landing_pages = false
+[http.tokens]
+dashboard = "read:dash-0123456789abcdef"
+)",
+                                    "test.toml",
+                                    {{"TRACKD_HTTP_TOKENS_OPS_TEAM", "write:ops-0123456789abcdef"},
+                                     {"TRACKD_HTTP_POOL_SIZE", "8"}});
+    EXPECT_EQ(c.http.max_body_bytes, 2048);
+    EXPECT_EQ(c.http.statement_timeout_ms, 250);
+    EXPECT_EQ(c.http.pool_size, 8);
+    EXPECT_FALSE(c.http.open_landing_pages);
+    ASSERT_EQ(c.http.tokens.size(), 2U);
+    EXPECT_EQ(c.http.tokens.at("dashboard").scope, "read");
+    EXPECT_EQ(c.http.tokens.at("dashboard").secret, "dash-0123456789abcdef");
+    EXPECT_EQ(c.http.tokens.at("ops_team").scope, "write");
+    EXPECT_EQ(c.http.tokens.at("ops_team").secret, "ops-0123456789abcdef");
+}
+
+TEST(HttpConfig, ErrorsNameTheKey) {
+    EXPECT_EQ(error_of("[http]\nmax_limit = 0\n"), "http.max_limit: must be between 1 and 1000000");
+    EXPECT_EQ(error_of("[http]\nstatement_timeout_ms = 5\n"),
+              "http.statement_timeout_ms: must be between 10 and 600000");
+    EXPECT_EQ(error_of("[http]\nmax_header_bytes = 100\n"),
+              "http.max_header_bytes: must be between 1024 and 1048576");
+    EXPECT_EQ(error_of("[http]\npool_size = \"many\"\n"), "http.pool_size: expected an integer");
+    EXPECT_EQ(error_of("[http.tokens]\nx = \"admin:0123456789abcdefgh\"\n"),
+              "http.tokens.x: scope 'admin' is not read or write");
+    EXPECT_EQ(error_of("[http.tokens]\nx = \"read:short\"\n"),
+              "http.tokens.x: the token must be at least 16 characters");
+    EXPECT_EQ(error_of("[http.tokens]\nx = \"0123456789abcdefgh\"\n"),
+              "http.tokens.x: expected \"read:<token>\" or \"write:<token>\"");
+    EXPECT_EQ(error_of("[http.tokens]\nx = \"read:0123456789 abcdefgh\"\n"),
+              "http.tokens.x: the token may hold only A-Z a-z 0-9 - . _ ~ + / =");
+    EXPECT_EQ(error_of("[http.tokens]\nx = 5\n"),
+              "http.tokens.x: expected a string \"scope:token\"");
+    EXPECT_EQ(error_of("[http.tokens]\na = \"read:0123456789abcdefgh\"\n"
+                       "b = \"write:0123456789abcdefgh\"\n"),
+              "http.tokens.b: the same token is configured under another name");
+    EXPECT_EQ(error_of("", {{"TRACKD_HTTP_TOKENS_X", "read:tiny"}}),
+              "http.tokens.x: the token must be at least 16 characters");
+    EXPECT_EQ(error_of("", {{"TRACKD_HTTP_MAX_LIMT", "5"}}),
+              "TRACKD_HTTP_MAX_LIMT: unknown setting in section [http]");
+}
+
+TEST(HttpConfig, TokensAreMaskedWhenPrinted) {
+    const auto c = load_from_string("[http.tokens]\ndashboard = \"read:s3cr3t-0123456789abcdef\"\n",
+                                    "test.toml", {});
+    const auto text = to_masked_toml(c);
+    EXPECT_EQ(text.find("s3cr3t"), std::string::npos) << text;
+    EXPECT_NE(text.find("[http.tokens]\n\"dashboard\" = \"read:****\""), std::string::npos) << text;
+    EXPECT_NE(text.find("max_limit = 10000"), std::string::npos) << text;
+}
+
+TEST(CheckConfigCommand, MasksHttpTokensFromEnvironment) {
+    const auto r = test::run_command("env TRACKD_HTTP_TOKENS_DASH=write:topsecret-0123456789 " +
+                                     test::trackd_binary() + " check-config");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(r.output.find("topsecret"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("\"dash\" = \"write:****\""), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace trackd::config

@@ -1,0 +1,227 @@
+// bench/decode: decode + validate alone, on one core, as trackd's poll thread runs them.
+//
+// Inputs:
+//   fleet_mix        the simulated fleet's stream (docs/fleet.md) with its default shares: 1% bad
+//                    (every bad kind in rotation), 0.5% out of order, 0.5% duplicates, ~5% epoch
+//                    timestamps, ~2% geom_hex; 20,000 vehicles. This is the realistic mix.
+//   fleet_valid      the same stream with no bad, late or duplicate messages.
+//   fixtures_valid / fixtures_rejected   tests/fixtures/messages/{valid,rejected}/*.json, equal
+//                    weight each (PROJ transforms, WKB, every rejection path: not realistic).
+// Per message, like pipeline/ingest.cpp: Decoder::decode, the lookup of the vehicle's latest
+// accepted position, Validator::validate (moving the strings), the update of that position.
+// items_per_second is messages/s on one core. BM_DecodeValidateNoLatest (fleet mix only) leaves
+// out the latest-position map, BM_Decode validation too: the differences are their shares.
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "trackd/config/config.hpp"
+#include "trackd/decode/decoder.hpp"
+#include "trackd/validate/validator.hpp"
+
+#include "fleet_generator.hpp"
+
+namespace {
+
+constexpr std::uint32_t kVehicles = 20000;
+constexpr std::size_t kFleetMessages = 200000;  // 10 rounds of 20,000 vehicles
+
+struct Corpus {
+    std::vector<std::string> payloads;
+    std::int64_t now_us = 0;  // the clock validate() is given: the end of the fleet's timeline
+    std::size_t bytes = 0;
+};
+
+std::int64_t wall_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+Corpus fleet_corpus(bool with_bad) {
+    using namespace trackd::fleet;
+    const std::int64_t now = wall_ms();
+    const std::int64_t rounds = (kFleetMessages + kVehicles - 1) / kVehicles;
+    GeneratorConfig gc;
+    gc.vehicles = kVehicles;
+    gc.interval_ms = 1000;
+    gc.start_ms = now - rounds * gc.interval_ms;
+    gc.future_timestamp_ms = now + 24 * 3600 * 1000LL;
+    gc.stale_timestamp_ms = now - 60 * 24 * 3600 * 1000LL;
+    gc.city = City{LonLat{13.405, 52.52}, 15000};
+    if (!with_bad) {
+        gc.bad_share = 0;
+        gc.out_of_order_share = 0;
+        gc.duplicate_share = 0;
+    }
+    gc.seed = 1;
+    FleetGenerator generator(gc);
+    Corpus c;
+    c.now_us = now * 1000;
+    c.payloads.reserve(kFleetMessages);
+    Message m;
+    for (std::size_t i = 0; i < kFleetMessages; ++i) {
+        generator.next(m);
+        c.bytes += m.payload.size();
+        c.payloads.push_back(m.payload);
+    }
+    return c;
+}
+
+Corpus fixture_corpus(const std::string& folder) {
+    Corpus c;
+    // The clock the unit tests use: the fixtures are dated around it.
+    c.now_us = 1714564800LL * 1000000;
+    std::vector<std::filesystem::path> files;
+    for (const auto& e :
+         std::filesystem::directory_iterator(std::string(TRACKD_FIXTURES_DIR) + "/" + folder)) {
+        if (e.path().extension() == ".json") files.push_back(e.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) {
+        std::ifstream in(f, std::ios::binary);
+        std::ostringstream s;
+        s << in.rdbuf();
+        auto text = s.str();
+        // Fixture files end with a newline that a Kafka payload would not have.
+        while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+        c.bytes += text.size();
+        c.payloads.push_back(std::move(text));
+    }
+    return c;
+}
+
+const Corpus& corpus(int which) {
+    static const Corpus mix = fleet_corpus(true);
+    static const Corpus valid = fleet_corpus(false);
+    static const Corpus fixtures_valid = fixture_corpus("valid");
+    static const Corpus fixtures_rejected = fixture_corpus("rejected");
+    switch (which) {
+        case 0:
+            return mix;
+        case 1:
+            return valid;
+        case 2:
+            return fixtures_valid;
+        default:
+            return fixtures_rejected;
+    }
+}
+
+void report(benchmark::State& state, const Corpus& c, std::int64_t accepted) {
+    const auto n = state.iterations();
+    state.SetItemsProcessed(n);
+    state.SetBytesProcessed(static_cast<std::int64_t>(static_cast<double>(c.bytes) /
+                                                      static_cast<double>(c.payloads.size()) *
+                                                      static_cast<double>(n)));
+    state.counters["accepted_share"] =
+        n == 0 ? 0.0 : static_cast<double>(accepted) / static_cast<double>(n);
+    state.counters["corpus"] = static_cast<double>(c.payloads.size());
+}
+
+// What the poll thread does per message (pipeline/ingest.cpp, handle()).
+void BM_DecodeValidate(benchmark::State& state) {
+    const Corpus& c = corpus(static_cast<int>(state.range(0)));
+    const trackd::config::ValidateConfig cfg;
+    trackd::decode::Decoder decoder(static_cast<std::size_t>(cfg.max_payload_bytes));
+    trackd::validate::Validator validator(cfg);
+    std::unordered_map<std::string, trackd::validate::LastPosition> latest;
+    latest.reserve(kVehicles * 2);
+    std::size_t i = 0;
+    std::int64_t accepted = 0;
+    for (auto _ : state) {
+        if (i == c.payloads.size()) {
+            // Replaying the corpus would turn every message into an older re-send; start over.
+            state.PauseTiming();
+            latest.clear();
+            i = 0;
+            state.ResumeTiming();
+        }
+        auto decoded = decoder.decode(c.payloads[i++]);
+        auto* msg = std::get_if<trackd::decode::DecodedMessage>(&decoded);
+        if (msg == nullptr) continue;
+        auto it = latest.find(msg->vehicle_id);
+        const trackd::validate::LastPosition* last = it == latest.end() ? nullptr : &it->second;
+        auto validated = validator.validate(std::move(*msg), last, c.now_us);
+        auto* pos = std::get_if<trackd::core::Position>(&validated);
+        if (pos == nullptr) continue;
+        ++accepted;
+        const trackd::validate::LastPosition here{pos->recorded_at_us, pos->longitude,
+                                                  pos->latitude};
+        if (last == nullptr) {
+            latest.emplace(pos->vehicle_id, here);
+        } else if (here.recorded_at_us > last->recorded_at_us) {
+            it->second = here;
+        }
+        benchmark::DoNotOptimize(validated);
+    }
+    report(state, c, accepted);
+}
+
+// Decode + validate without the latest-position map (every message validated as its vehicle's
+// first): the map's share is the difference with BM_DecodeValidate.
+void BM_DecodeValidateNoLatest(benchmark::State& state) {
+    const Corpus& c = corpus(static_cast<int>(state.range(0)));
+    const trackd::config::ValidateConfig cfg;
+    trackd::decode::Decoder decoder(static_cast<std::size_t>(cfg.max_payload_bytes));
+    trackd::validate::Validator validator(cfg);
+    std::size_t i = 0;
+    std::int64_t accepted = 0;
+    for (auto _ : state) {
+        if (i == c.payloads.size()) i = 0;
+        auto decoded = decoder.decode(c.payloads[i++]);
+        auto* msg = std::get_if<trackd::decode::DecodedMessage>(&decoded);
+        if (msg == nullptr) continue;
+        auto validated = validator.validate(std::move(*msg), nullptr, c.now_us);
+        accepted += validated.index() == 0 ? 1 : 0;
+        benchmark::DoNotOptimize(validated);
+    }
+    report(state, c, accepted);
+}
+
+// Decode alone (validate's share is the difference).
+void BM_Decode(benchmark::State& state) {
+    const Corpus& c = corpus(static_cast<int>(state.range(0)));
+    const trackd::config::ValidateConfig cfg;
+    trackd::decode::Decoder decoder(static_cast<std::size_t>(cfg.max_payload_bytes));
+    std::size_t i = 0;
+    std::int64_t accepted = 0;
+    for (auto _ : state) {
+        if (i == c.payloads.size()) i = 0;
+        auto decoded = decoder.decode(c.payloads[i++]);
+        accepted += decoded.index() == 0 ? 1 : 0;
+        benchmark::DoNotOptimize(decoded);
+    }
+    report(state, c, accepted);
+}
+
+void corpus_args(benchmark::internal::Benchmark* b) {
+    b->ArgName("corpus");
+    for (int i = 0; i < 4; ++i) b->Arg(i);
+}
+
+}  // namespace
+
+BENCHMARK(BM_DecodeValidate)->Apply(corpus_args);
+BENCHMARK(BM_DecodeValidateNoLatest)->Arg(0)->ArgName("corpus");
+BENCHMARK(BM_Decode)->Apply(corpus_args);
+
+int main(int argc, char** argv) {
+    benchmark::AddCustomContext("corpus/0", "fleet_mix (realistic: 1% bad, 20,000 vehicles)");
+    benchmark::AddCustomContext("corpus/1", "fleet_valid (no bad, late or duplicate messages)");
+    benchmark::AddCustomContext("corpus/2", "fixtures_valid (tests/fixtures/messages/valid)");
+    benchmark::AddCustomContext("corpus/3", "fixtures_rejected (tests/fixtures/messages/rejected)");
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}

@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# Shared by the bench/*.sh drivers (sourced, not run): paths, the build, the local services,
+# scratch databases and topics, CPU and memory accounting from /proc, and bench/RESULTS.md.
+# shellcheck disable=SC2034 # variables are used by the scripts that source this file
+
+bench_repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# TRACKD_BENCH_BIN: measure binaries built elsewhere (e.g. another commit); then nothing is built
+# and TRACKD_BENCH_LABEL says what they are.
+bench_bin="${TRACKD_BENCH_BIN:-$bench_repo/build/release}"
+bench_results="$bench_repo/bench/RESULTS.md"
+pg_port="${LOCAL_PG_PORT:-55432}"
+kafka_port="${LOCAL_KAFKA_PORT:-59092}"
+brokers="127.0.0.1:$kafka_port"
+admin_dsn="postgresql://postgres@127.0.0.1:$pg_port/postgres"
+clk_tck="$(getconf CLK_TCK)"
+
+say() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+die() {
+  say "error: $*"
+  exit 1
+}
+
+dsn_of() { echo "postgresql://postgres@127.0.0.1:$pg_port/$1"; }
+psql_admin() { psql -X -q -v ON_ERROR_STOP=1 "$admin_dsn" "$@"; }
+# psql_at DB [args]: unaligned, tuples only.
+psql_at() {
+  local db="$1"
+  shift
+  psql -X -q -At -v ON_ERROR_STOP=1 "$(dsn_of "$db")" "$@"
+}
+
+# Builds (or checks, in a second when nothing changed) the release binaries the benchmarks use.
+bench_build() {
+  local jobs="${TRACKD_BUILD_JOBS:-2}"
+  if [[ -n "${TRACKD_BENCH_BIN:-}" ]]; then
+    say "using the binaries in $TRACKD_BENCH_BIN (TRACKD_BENCH_BIN): not building"
+    return 0
+  fi
+  if [[ ! -f "$bench_bin/build.ninja" ]]; then
+    say "configuring the release build"
+    (cd "$bench_repo" && cmake --preset release >/dev/null)
+  fi
+  say "building trackd, trackd-fleet and the bench programs (-j$jobs)"
+  (cd "$bench_repo" && cmake --build --preset release -j "$jobs" --target trackd trackd-fleet \
+    trackd-bench-decode trackd-bench-copy-limit trackd-bench-watch trackd-bench-freshness \
+    >/dev/null) || die "build failed (run: cmake --build --preset release)"
+}
+
+# Starts the local PostgreSQL/PostGIS and Kafka if they are not running; never stops them.
+bench_services() {
+  bash "$bench_repo/scripts/services.sh" start >/dev/null || die "could not start the local services"
+}
+
+bench_python_env() {
+  bash "$bench_repo/scripts/python-env.sh" >/dev/null || die "scripts/python-env.sh failed"
+  bench_python="$bench_repo/.venv/bin/python"
+}
+
+# create_db NAME: a fresh database with trackd's schema (`trackd migrate`) and
+# pg_stat_statements (to read this database's statements).
+create_db() {
+  local db="$1"
+  psql_admin -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" \
+    -c "CREATE DATABASE $db" >/dev/null
+  TRACKD_PG_DSN="$(dsn_of "$db")" "$bench_bin/server/trackd" migrate >/dev/null 2>&1 ||
+    die "trackd migrate failed on $db"
+  psql_at "$db" -c "SET client_min_messages = warning" \
+    -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null
+}
+drop_db() {
+  psql_admin -c "SET client_min_messages = warning" \
+    -c "DROP DATABASE IF EXISTS $1 WITH (FORCE)" >/dev/null 2>&1 || true
+}
+
+create_topic() { bash "$bench_repo/scripts/kafka.sh" create-topic "$1" "$2" >/dev/null; }
+delete_topic() { bash "$bench_repo/scripts/kafka.sh" delete-topic "$1" >/dev/null 2>&1 || true; }
+
+# CPU seconds (user + system) of a process and all its threads; with "children", plus the
+# children it has reaped.
+cpu_of() {
+  local pid="$1" with_children="${2:-}"
+  [[ -r /proc/$pid/stat ]] || {
+    echo 0
+    return
+  }
+  # Fields after "pid (comm) ": state=1 ... utime=12 stime=13 cutime=14 cstime=15.
+  sed 's/^.*) //' "/proc/$pid/stat" | awk -v c="$with_children" -v hz="$clk_tck" \
+    '{ t = $12 + $13; if (c == "children") t += $14 + $15; printf "%.2f\n", t / hz }'
+}
+
+pg_postmaster_pid() {
+  local dir="${TRACKD_LOCAL_DIR:-$bench_repo/.local}/pg/data"
+  head -n 1 "$dir/postmaster.pid" 2>/dev/null || true
+}
+kafka_pid() {
+  cat "${TRACKD_LOCAL_DIR:-$bench_repo/.local}/kafka/kafka.pid" 2>/dev/null || true
+}
+
+# All CPU seconds the PostgreSQL cluster has used: the postmaster with its reaped children
+# (ended backends) plus every live child. Differences between two readings give the cluster's
+# CPU over an interval, whoever the backends served (other users of the cluster included).
+pg_cpu_total() {
+  local pm total child
+  pm="$(pg_postmaster_pid)"
+  [[ -n "$pm" ]] || {
+    echo 0
+    return
+  }
+  total="$(cpu_of "$pm" children)"
+  for child in $(ps --ppid "$pm" -o pid= 2>/dev/null); do
+    total="$(awk -v a="$total" -v b="$(cpu_of "$child")" 'BEGIN { printf "%.2f", a + b }')"
+  done
+  echo "$total"
+}
+
+# "busy idle" jiffies of the whole machine (/proc/stat), to tell how loaded it was.
+machine_jiffies() {
+  awk '/^cpu / { idle = $5 + $6; busy = $2 + $3 + $4 + $7 + $8 + $9; print busy, idle }' /proc/stat
+}
+# busy_share "BEFORE" "AFTER": the share of all cores that was busy between two readings.
+busy_share() {
+  awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " ");
+    busy = y[1] - x[1]; idle = y[2] - x[2];
+    printf "%.2f", ((busy + idle) > 0 ? busy / (busy + idle) : 0) }'
+}
+
+# busy_seconds "BEFORE" "AFTER": CPU-seconds all cores were busy between two readings.
+busy_seconds() {
+  awk -v a="$1" -v b="$2" -v hz="$clk_tck" 'BEGIN { split(a, x, " "); split(b, y, " ");
+    printf "%.2f", (y[1] - x[1]) / hz }'
+}
+
+# Waits (up to 10 s) until database $1 has no backend left but ours, so that the CPU of the
+# backends that just ended is in the postmaster's reaped-children count.
+settle_backends() {
+  local i n
+  for i in $(seq 100); do
+    n="$(psql_at "$1" -c 'SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()' 2>/dev/null || echo 0)"
+    ((n == 0)) && break
+    sleep 0.1
+  done
+  sleep 0.2
+}
+
+peak_rss_kib() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
+
+# "comm cpu_seconds" per thread of a process.
+threads_cpu() {
+  local pid="$1" t
+  for t in /proc/"$pid"/task/*; do
+    [[ -r $t/stat ]] || continue
+    printf '%s %s %s\n' "${t##*/}" "$(tr ' ' '_' <"$t/comm")" "$(cpu_of "$pid/task/${t##*/}")"
+  done
+}
+
+git_describe() {
+  local c
+  if [[ -n "${TRACKD_BENCH_LABEL:-}" ]]; then
+    echo "$TRACKD_BENCH_LABEL"
+    return
+  fi
+  c="$(git -C "$bench_repo" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  if [[ -n "$(git -C "$bench_repo" status --porcelain -- server include sql 2>/dev/null)" ]]; then
+    c="$c (with uncommitted changes in server/, include/ or sql/)"
+  fi
+  echo "$c"
+}
+
+machine_description() {
+  local model mem load pgv postgis kafka
+  model="$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
+  mem="$(awk '/^MemTotal:/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
+  load="$(cut -d' ' -f1-3 /proc/loadavg)"
+  pgv="$(psql -X -At "$admin_dsn" -c 'SHOW server_version' 2>/dev/null | cut -d' ' -f1)"
+  postgis="$(psql_at trackd -c 'SELECT extversion FROM pg_extension WHERE extname = $$postgis$$' 2>/dev/null || true)"
+  kafka="${KAFKA_VERSION:-4.4.0}"
+  echo "$(nproc) cores ($model), $mem; load average at start $load; PostgreSQL $pgv, PostGIS ${postgis:-?}, Kafka $kafka"
+}
+
+# Appends a section to bench/RESULTS.md (stdin is the section's body).
+append_results() {
+  local title="$1"
+  if [[ ! -f "$bench_results" ]]; then
+    printf '# Benchmark results\n\nAppended by the bench/*.sh scripts, newest last (see docs/benchmarks.md).\n' \
+      >"$bench_results"
+  fi
+  {
+    printf '\n## %s — %s\n\n' "$(date -u '+%Y-%m-%d %H:%M UTC')" "$title"
+    cat
+  } >>"$bench_results"
+}
+
+# kv FILE KEY: the value of a key=value line.
+kv() { sed -n "s/^$2=//p" "$1" | tail -n 1; }
+# Arithmetic with floats.
+calc() { awk "BEGIN { printf \"${2:-%.2f}\", $1 }"; }

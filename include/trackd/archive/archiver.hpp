@@ -1,0 +1,62 @@
+// The Iceberg archive: copies committed history rows from PostGIS into an Apache Iceberg v2
+// table (Parquet data, Avro manifests, JDBC catalog in the same PostgreSQL), exactly once.
+//
+// Contract: one archiver per table at a time, enforced by a PostgreSQL advisory lock held by the
+// Archiver's own session; an Archiver that does not hold it archives nothing. Progress lives in
+// the table (snapshot summary and properties), so a restarted archiver resumes from the table.
+// Every method may throw db::DbError (PostgreSQL unavailable) or std::runtime_error (files);
+// run() catches those itself, logs, backs off and goes on until `stop`. Not thread-safe: one
+// Archiver, one thread. Uses its own connections, never the ingest path's.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "trackd/config/config.hpp"
+
+namespace trackd::archive {
+
+struct ArchiveReport {
+    int commits = 0;
+    std::int64_t rows = 0;
+    std::int64_t files = 0;
+    std::int64_t bytes = 0;         // Parquet bytes written
+    std::int64_t archived_seq = 0;  // the table's progress afterwards
+    int partitions_dropped = 0;     // by postgis.retention
+};
+
+struct MaintainReport {
+    int manifests_merged = 0;
+    int snapshots_expired = 0;
+    int files_deleted = 0;
+    int orphans_deleted = 0;
+    int partitions_dropped = 0;
+};
+
+class Archiver {
+  public:
+    explicit Archiver(const config::Config& config);
+    ~Archiver();
+    Archiver(const Archiver&) = delete;
+    Archiver& operator=(const Archiver&) = delete;
+
+    // Takes the one-archiver lock if free; true when this Archiver holds it.
+    bool try_lock();
+    // Archives every batch committed so far (as many snapshots as archive.target_file_bytes
+    // needs), then applies postgis.retention. Requires the lock.
+    ArchiveReport archive_pending();
+    // Expire snapshots, merge manifests, delete orphans, apply retention. Requires the lock.
+    MaintainReport maintain();
+    // The loop of `trackd archive` and of `trackd run` with archive.enabled: waits for the lock,
+    // commits when archive.target_file_bytes are pending or the oldest pending batch is
+    // archive.commit_interval_s old, maintains every archive.maintenance_interval_s. Returns
+    // when `stop` is set.
+    void run(const std::atomic<bool>& stop);
+
+  private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace trackd::archive

@@ -1,0 +1,287 @@
+#include "trackd/archive/archiver.hpp"
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "trackd/archive/catalog.hpp"
+#include "trackd/core/log.hpp"
+#include "trackd/db/connection.hpp"
+
+#include "history_source.hpp"
+#include "iceberg_table.hpp"
+#include "parquet_file_writer.hpp"
+#include "pause_point.hpp"
+#include "table_schema.hpp"
+
+namespace trackd::archive {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// "/var/lib/x" or "file:///var/lib/x" -> "file:///var/lib/x/<namespace>/<table>".
+std::string table_location(const config::ArchiveConfig& c) {
+    std::string path = local_path(c.warehouse);
+    path = fs::absolute(path).lexically_normal().string();
+    while (path.size() > 1 && path.back() == '/') path.pop_back();
+    return "file://" + path + "/" + c.namespace_ + "/" + c.table;
+}
+
+void sleep_unless(const std::atomic<bool>& stop, std::chrono::milliseconds total) {
+    const auto until = Clock::now() + total;
+    while (!stop.load() && Clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+}
+
+}  // namespace
+
+struct Archiver::Impl {
+    const config::Config& config;
+    TableIdent ident;
+    std::string location;
+    std::unique_ptr<db::Connection> lock_conn;  // holds the session advisory lock, nothing else
+    std::unique_ptr<db::Connection> conn;
+    std::unique_ptr<Catalog> catalog;
+    std::unique_ptr<IcebergTable> table;
+    bool locked = false;
+    const std::atomic<bool>* stop = nullptr;  // run()'s: a backlog stops between snapshots
+    double bytes_per_row = 40;                // Parquet bytes per row, learnt from each commit
+
+    explicit Impl(const config::Config& c)
+        : config(c),
+          ident{c.archive.catalog, c.archive.namespace_, c.archive.table},
+          location(table_location(c.archive)) {}
+
+    void connect() {
+        if (conn && conn->ok() && lock_conn && lock_conn->ok()) return;
+        reset();
+        lock_conn = std::make_unique<db::Connection>(config.pg.dsn, "trackd archive lock",
+                                                     config.pg.connect_timeout_s);
+        conn = std::make_unique<db::Connection>(config.pg.dsn, "trackd archive",
+                                                config.pg.connect_timeout_s);
+        catalog = make_jdbc_catalog(*conn);
+        table = std::make_unique<IcebergTable>(*catalog, ident, location,
+                                               config.archive.metadata_versions_max);
+    }
+
+    void reset() {
+        table.reset();
+        catalog.reset();
+        conn.reset();
+        lock_conn.reset();  // closing the session releases its advisory lock
+        locked = false;
+    }
+
+    bool try_lock() {
+        connect();
+        if (locked) return true;
+        locked = lock_conn
+                     ->query("SELECT pg_try_advisory_lock(hashtextextended($1, 0))",
+                             {"trackd.archive " + ident.catalog + "." + ident.dotted()})
+                     .at(0, 0) == "t";
+        if (locked) register_table();
+        return locked;
+    }
+
+    // From now on the retention guard protects every row this table has not archived, even
+    // before its first commit.
+    void register_table() {
+        table->refresh();
+        conn->query(
+            "INSERT INTO trackd.archive_progress (catalog_name, table_namespace, table_name, "
+            "archived_seq, metadata_location) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+            {ident.catalog, ident.namespace_, ident.name,
+             std::to_string(table->progress().archived_seq), table->metadata_location()});
+    }
+
+    void require_lock() const {
+        if (!locked) throw std::logic_error("archive: the archiver lock is not held");
+    }
+
+    std::int64_t chunk_rows() const {
+        // About four target-sized files per snapshot when there is a backlog.
+        const auto rows = static_cast<std::int64_t>(
+            4.0 * static_cast<double>(config.archive.target_file_bytes) / bytes_per_row);
+        return std::max<std::int64_t>(rows, 10000);
+    }
+
+    // One snapshot: the chunk's rows into day-partitioned, size-bounded Parquet files.
+    bool archive_chunk(HistorySource& source, const Chunk& chunk, const Progress& before,
+                       ArchiveReport& report) {
+        std::vector<DataFile> files;
+        std::unique_ptr<ParquetFileWriter> writer;
+        std::int32_t day = 0;
+        Progress next = before;
+        next.archived_seq = chunk.upto;
+        next.max_ingest_batch_id =
+            std::max(before.max_ingest_batch_id.value_or(chunk.max_batch), chunk.max_batch);
+        std::vector<std::string> written;  // local paths, removed if the commit is abandoned
+        try {
+            source.read(chunk, [&](const ArchiveRow& row) {
+                const auto d = day_of(row.recorded_at_us);
+                if (writer &&
+                    (d != day || writer->approximate_bytes() >= config.archive.target_file_bytes)) {
+                    files.push_back(writer->finish());
+                    writer.reset();
+                }
+                if (!writer) {
+                    day = d;
+                    auto [uri, path] = table->new_data_file(day);
+                    written.push_back(path);
+                    writer = std::make_unique<ParquetFileWriter>(path, uri, day);
+                }
+                writer->append(row);
+                auto& off = next.kafka_offsets[row.kafka_partition];
+                off = std::max(off, row.kafka_offset + 1);
+            });
+            if (writer) files.push_back(writer->finish());
+            pause_point("data-files-written");
+            if (!table->append(files, before, next)) {
+                for (const auto& p : written) fs::remove(p);
+                return false;
+            }
+        } catch (...) {
+            // Unreferenced files; removing them now saves the orphan sweep the work.
+            std::error_code ec;
+            for (const auto& p : written) fs::remove(p, ec);
+            throw;
+        }
+        std::int64_t rows = 0;
+        std::int64_t bytes = 0;
+        for (const auto& f : files) {
+            rows += f.record_count;
+            bytes += f.file_size_in_bytes;
+        }
+        if (rows > 0) bytes_per_row = std::max(4.0, static_cast<double>(bytes) / rows);
+        ++report.commits;
+        report.rows += rows;
+        report.files += static_cast<std::int64_t>(files.size());
+        report.bytes += bytes;
+        core::log::info("archive committed",
+                        {{"table", ident.dotted()},
+                         {"rows", std::to_string(rows)},
+                         {"files", std::to_string(files.size())},
+                         {"archived_seq", std::to_string(next.archived_seq)},
+                         {"max_ingest_batch_id", std::to_string(chunk.max_batch)}});
+        return true;
+    }
+
+    // `retention`: also apply postgis.retention afterwards (--once); the loop leaves that to
+    // its maintenance schedule.
+    ArchiveReport archive_pending(bool retention) {
+        require_lock();
+        ArchiveReport report;
+        table->refresh();
+        HistorySource source(*conn);
+        source.stamp();
+        while (stop == nullptr || !stop->load()) {
+            const auto before = table->progress();
+            const auto chunk = source.next_chunk(before.archived_seq, chunk_rows());
+            if (!chunk) break;
+            if (!archive_chunk(source, *chunk, before, report)) table->refresh();
+        }
+        report.archived_seq = table->progress().archived_seq;
+        if (retention) report.partitions_dropped = apply_retention();
+        return report;
+    }
+
+    int apply_retention() {
+        if (config.postgis.retention.empty()) return 0;
+        // The function keeps every partition holding rows not yet in the archive (V0006).
+        const auto n = std::stoi(
+            conn->query("SELECT trackd.drop_history_partitions_before(now() - $1::interval)",
+                        {config.postgis.retention})
+                .at(0, 0));
+        if (n > 0) {
+            core::log::info(
+                "history partitions dropped by retention",
+                {{"count", std::to_string(n)}, {"retention", config.postgis.retention}});
+        }
+        return n;
+    }
+
+    MaintainReport maintain() {
+        require_lock();
+        MaintenanceOptions o;
+        o.snapshot_max_age_ms = config.archive.snapshot_max_age_s * 1000;
+        o.min_snapshots_to_keep = config.archive.min_snapshots_to_keep;
+        o.max_manifests = config.archive.max_manifests;
+        o.orphan_min_age_ms = config.archive.orphan_min_age_s * 1000;
+        const auto m = table->maintain(o);
+        MaintainReport r{m.manifests_merged, m.snapshots_expired, m.files_deleted,
+                         m.orphans_deleted, apply_retention()};
+        core::log::info("archive maintenance done",
+                        {{"table", ident.dotted()},
+                         {"manifests_merged", std::to_string(r.manifests_merged)},
+                         {"snapshots_expired", std::to_string(r.snapshots_expired)},
+                         {"files_deleted", std::to_string(r.files_deleted)},
+                         {"orphans_deleted", std::to_string(r.orphans_deleted)}});
+        return r;
+    }
+};
+
+Archiver::Archiver(const config::Config& config) : impl_(std::make_unique<Impl>(config)) {}
+Archiver::~Archiver() = default;
+
+bool Archiver::try_lock() { return impl_->try_lock(); }
+ArchiveReport Archiver::archive_pending() { return impl_->archive_pending(true); }
+MaintainReport Archiver::maintain() { return impl_->maintain(); }
+
+void Archiver::run(const std::atomic<bool>& stop) {
+    auto& m = *impl_;
+    m.stop = &stop;
+    const auto& c = m.config.archive;
+    const auto poll = std::chrono::milliseconds(c.poll_interval_ms);
+    auto last_maintenance = Clock::now();
+    bool said_waiting = false;
+    auto backoff = std::chrono::milliseconds(100);
+    while (!stop.load()) {
+        try {
+            if (!m.try_lock()) {
+                if (!said_waiting) {
+                    core::log::warn("another archiver holds the archive lock; waiting",
+                                    {{"table", m.ident.dotted()}});
+                    said_waiting = true;
+                }
+                sleep_unless(stop, std::max(poll, std::chrono::milliseconds(1000)));
+                continue;
+            }
+            if (said_waiting || backoff > std::chrono::milliseconds(100)) {
+                core::log::info("archiver running",
+                                {{"table", m.ident.dotted()}, {"location", m.location}});
+            }
+            said_waiting = false;
+            m.table->refresh();
+            HistorySource source(*m.conn);
+            source.stamp();
+            const auto pending = source.pending(m.table->progress().archived_seq);
+            const auto pending_bytes = static_cast<double>(pending.rows) * m.bytes_per_row;
+            if (pending.batches > 0 && (pending_bytes >= static_cast<double>(c.target_file_bytes) ||
+                                        pending.oldest_age_s >= c.commit_interval_s)) {
+                m.archive_pending(false);
+            }
+            if (c.maintenance_interval_s > 0 &&
+                Clock::now() - last_maintenance >= std::chrono::seconds(c.maintenance_interval_s)) {
+                m.maintain();
+                last_maintenance = Clock::now();
+            }
+            backoff = std::chrono::milliseconds(100);
+        } catch (const std::exception& e) {
+            // PostgreSQL away, a disk error, a conflicting writer: nothing archived is lost
+            // (the table says what it holds), so start over on new connections after a pause.
+            core::log::warn(
+                "archive failed, retrying",
+                {{"error", e.what()}, {"retry_in_ms", std::to_string(backoff.count())}});
+            m.reset();
+            sleep_unless(stop, backoff);
+            backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
+            continue;
+        }
+        sleep_unless(stop, poll);
+    }
+    m.reset();
+}
+
+}  // namespace trackd::archive

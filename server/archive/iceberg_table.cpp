@@ -1,0 +1,596 @@
+#include "iceberg_table.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "trackd/core/log.hpp"
+
+#include "pause_point.hpp"
+#include "table_schema.hpp"
+
+namespace trackd::archive {
+namespace {
+
+using json = nlohmann::ordered_json;
+namespace fs = std::filesystem;
+
+constexpr int kCommitAttempts = 20;
+// Manifests at least this large are left alone by the merge (Iceberg's
+// commit.manifest.target-size-bytes default).
+constexpr std::int64_t kManifestTargetBytes = 8LL << 20;
+
+std::int64_t now_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+std::mt19937_64& rng() {
+    thread_local std::mt19937_64 gen{std::random_device{}()};
+    return gen;
+}
+
+std::string uuid4() {
+    std::uniform_int_distribution<std::uint64_t> d;
+    auto hi = d(rng());
+    auto lo = d(rng());
+    hi = (hi & 0xffffffffffff0fffULL) | 0x0000000000004000ULL;  // version 4
+    lo = (lo & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;  // variant 10
+    return fmt::format("{:08x}-{:04x}-{:04x}-{:04x}-{:012x}", hi >> 32, (hi >> 16) & 0xffff,
+                       hi & 0xffff, lo >> 48, lo & 0xffffffffffffULL);
+}
+
+// Positive, as Java's snapshot ids are.
+std::int64_t new_snapshot_id() {
+    std::uniform_int_distribution<std::int64_t> d(1, std::numeric_limits<std::int64_t>::max());
+    return d(rng());
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw std::runtime_error("archive: cannot read " + path);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+// Written and fsynced before anything points at it; names are unique, so a crash leaves at
+// most an orphan, never a half-written file that a reader could find.
+void write_file(const std::string& path, const std::string& bytes) {
+    fs::create_directories(fs::path(path).parent_path());
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd < 0) throw std::runtime_error("archive: cannot create " + path);
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+        const auto n = ::write(fd, bytes.data() + done, bytes.size() - done);
+        if (n <= 0) {
+            ::close(fd);
+            throw std::runtime_error("archive: cannot write " + path);
+        }
+        done += static_cast<std::size_t>(n);
+    }
+    ::fsync(fd);
+    ::close(fd);
+}
+
+void remove_quietly(const std::string& uri) {
+    std::error_code ec;
+    fs::remove(local_path(uri), ec);
+}
+
+std::string date_string(std::int32_t day) {
+    const std::chrono::sys_days d{std::chrono::days{day}};
+    const std::chrono::year_month_day ymd{d};
+    return fmt::format("{:04d}-{:02d}-{:02d}", static_cast<int>(ymd.year()),
+                       static_cast<unsigned>(ymd.month()), static_cast<unsigned>(ymd.day()));
+}
+
+std::int64_t summary_long(const json& snapshot, const char* key) {
+    if (!snapshot.contains("summary")) return 0;
+    const auto& s = snapshot["summary"];
+    if (!s.contains(key)) return 0;
+    return std::stoll(s[key].get<std::string>());
+}
+
+const json* find_snapshot(const json& md, std::int64_t id) {
+    for (const auto& s : md["snapshots"]) {
+        if (s["snapshot-id"].get<std::int64_t>() == id) return &s;
+    }
+    return nullptr;
+}
+
+std::optional<std::int64_t> current_id(const json& md) {
+    if (!md.contains("current-snapshot-id") || md["current-snapshot-id"].is_null()) return {};
+    const auto id = md["current-snapshot-id"].get<std::int64_t>();
+    if (id < 0) return {};
+    return id;
+}
+
+std::string offsets_json(const std::map<std::int32_t, std::int64_t>& offsets) {
+    json j = json::object();
+    for (const auto& [p, o] : offsets) j[std::to_string(p)] = o;
+    return j.dump();
+}
+
+// The trackd progress keys, shared by the snapshot summary and the table properties.
+void put_progress(json& target, const Progress& p) {
+    target["trackd.archive-seq"] = std::to_string(p.archived_seq);
+    if (p.max_ingest_batch_id) {
+        target["trackd.max-ingest-batch-id"] = std::to_string(*p.max_ingest_batch_id);
+    }
+    target["kafka.offsets"] = offsets_json(p.kafka_offsets);
+}
+
+std::vector<ManifestFile> manifests_of(const json& snapshot) {
+    return read_manifest_list(read_file(local_path(snapshot["manifest-list"].get<std::string>())));
+}
+
+// The version number in "<location>/metadata/00042-<uuid>.metadata.json" (0 if none).
+int metadata_version(const std::string& location) {
+    const auto name = fs::path(location).filename().string();
+    try {
+        return std::stoi(name.substr(0, name.find('-')));
+    } catch (const std::exception&) {
+        return 0;
+    }
+}
+
+}  // namespace
+
+std::string local_path(const std::string& uri) {
+    if (uri.rfind("file://", 0) == 0) return uri.substr(7);
+    if (uri.rfind("file:", 0) == 0) return uri.substr(5);
+    return uri;
+}
+
+IcebergTable::IcebergTable(Catalog& catalog, TableIdent ident, std::string location_uri,
+                           int metadata_versions_max)
+    : catalog_(catalog),
+      ident_(std::move(ident)),
+      location_(std::move(location_uri)),
+      metadata_versions_max_(metadata_versions_max) {
+    while (!location_.empty() && location_.back() == '/') location_.pop_back();
+}
+
+json IcebergTable::load_metadata(const std::string& location) const {
+    return json::parse(read_file(local_path(location)));
+}
+
+std::string IcebergTable::write_metadata_file(const json& md) const {
+    const int version = metadata_version(metadata_location_) + 1;
+    const auto uri =
+        fmt::format("{}/metadata/{:05d}-{}.metadata.json", location_, version, uuid4());
+    write_file(local_path(uri), md.dump());
+    return uri;
+}
+
+void IcebergTable::refresh() {
+    for (int attempt = 0; attempt < kCommitAttempts; ++attempt) {
+        if (auto loc = catalog_.load(ident_)) {
+            // Metadata files never change once written: same location, same content.
+            if (*loc != metadata_location_ || metadata_.is_null()) {
+                metadata_ = load_metadata(*loc);
+                metadata_location_ = *loc;
+            }
+            return;
+        }
+        const auto now = now_ms();
+        json md;
+        md["format-version"] = 2;
+        md["table-uuid"] = uuid4();
+        md["location"] = location_;
+        md["last-sequence-number"] = 0;
+        md["last-updated-ms"] = now;
+        md["last-column-id"] = field_id::last;
+        md["current-schema-id"] = kSchemaId;
+        md["schemas"] = json::array({json::parse(schema_json())});
+        md["default-spec-id"] = kSpecId;
+        md["partition-specs"] = json::array({json::parse(partition_spec_json())});
+        md["last-partition-id"] = field_id::partition_day;
+        md["default-sort-order-id"] = kSortOrderId;
+        md["sort-orders"] = json::array({json::parse(sort_order_json())});
+        md["properties"] = {
+            {"write.format.default", "parquet"},
+            {"write.parquet.compression-codec", "zstd"},
+            {"write.metadata.delete-after-commit.enabled", "true"},
+            {"write.metadata.previous-versions-max", std::to_string(metadata_versions_max_)},
+            {"trackd.source", "trackd.vehicle_telemetry_history"}};
+        md["current-snapshot-id"] = -1;  // an empty table
+        md["refs"] = json::object();
+        md["snapshots"] = json::array();
+        md["statistics"] = json::array();
+        md["snapshot-log"] = json::array();
+        md["metadata-log"] = json::array();
+        metadata_location_.clear();
+        const auto uri = write_metadata_file(md);
+        if (catalog_.create(ident_, uri)) {
+            core::log::info("archive table created",
+                            {{"table", ident_.dotted()}, {"metadata", uri}});
+            metadata_location_ = uri;
+            metadata_ = std::move(md);
+            return;
+        }
+        remove_quietly(uri);  // another process created it first: use theirs
+    }
+    throw std::runtime_error("archive: cannot create or load table " + ident_.dotted());
+}
+
+Progress IcebergTable::progress() const {
+    Progress p;
+    if (!metadata_.contains("properties")) return p;
+    const auto& props = metadata_["properties"];
+    if (props.contains("trackd.archive-seq")) {
+        p.archived_seq = std::stoll(props["trackd.archive-seq"].get<std::string>());
+    }
+    if (props.contains("trackd.max-ingest-batch-id")) {
+        p.max_ingest_batch_id = std::stoll(props["trackd.max-ingest-batch-id"].get<std::string>());
+    }
+    if (props.contains("kafka.offsets")) {
+        const auto offsets = json::parse(props["kafka.offsets"].get<std::string>());
+        for (const auto& [k, v] : offsets.items())
+            p.kafka_offsets[std::stoi(k)] = v.get<std::int64_t>();
+    }
+    return p;
+}
+
+std::pair<std::string, std::string> IcebergTable::new_data_file(std::int32_t day) const {
+    const auto uri =
+        fmt::format("{}/data/recorded_at_day={}/{}.parquet", location_, date_string(day), uuid4());
+    const auto path = local_path(uri);
+    fs::create_directories(fs::path(path).parent_path());
+    return {uri, path};
+}
+
+bool IcebergTable::commit_metadata(json next, const std::optional<CommitProgress>& progress) {
+    auto& log = next["metadata-log"];
+    log.push_back(
+        {{"timestamp-ms", metadata_["last-updated-ms"]}, {"metadata-file", metadata_location_}});
+    while (static_cast<int>(log.size()) > metadata_versions_max_) log.erase(log.begin());
+    const auto uri = write_metadata_file(next);
+    pause_point("metadata-written");
+    bool swapped = false;
+    try {
+        swapped = catalog_.commit(ident_, metadata_location_, uri, progress);
+    } catch (const CommitStateUnknown& e) {
+        // The COMMIT was sent but its answer lost: the catalog itself says what happened.
+        core::log::warn("archive commit outcome unknown, checking", {{"error", e.what()}});
+        swapped = catalog_.load(ident_) == uri;
+    }
+    if (!swapped) {
+        remove_quietly(uri);
+        return false;
+    }
+    pause_point("committed");
+    const json before = std::move(metadata_);
+    metadata_location_ = uri;
+    metadata_ = std::move(next);
+    delete_dropped_metadata(before, metadata_);
+    return true;
+}
+
+// write.metadata.delete-after-commit.enabled: metadata files that fell off the metadata log are
+// referenced by nothing once the new version is committed.
+void IcebergTable::delete_dropped_metadata(const json& before, const json& after) const {
+    std::set<std::string> kept;
+    for (const auto& e : after["metadata-log"]) kept.insert(e["metadata-file"].get<std::string>());
+    for (const auto& e : before["metadata-log"]) {
+        const auto f = e["metadata-file"].get<std::string>();
+        if (kept.count(f) == 0 && f.rfind(location_ + "/", 0) == 0) remove_quietly(f);
+    }
+}
+
+bool IcebergTable::append(const std::vector<DataFile>& files, const Progress& expected,
+                          const Progress& next) {
+    const auto snapshot_id = new_snapshot_id();
+    // The manifest is written once: its entries inherit sequence numbers, so a retry on a new
+    // base only rewrites the manifest list.
+    std::vector<avro::Value> entries;
+    std::int64_t added_records = 0;
+    std::int64_t added_size = 0;
+    std::set<std::int32_t> days;
+    for (const auto& f : files) {
+        entries.push_back(added_entry(f, snapshot_id));
+        added_records += f.record_count;
+        added_size += f.file_size_in_bytes;
+        days.insert(f.partition_day);
+    }
+    ManifestFile manifest = summarize_manifest(entries);
+    const auto manifest_uri = fmt::format("{}/metadata/{}-m0.avro", location_, uuid4());
+    if (!files.empty()) {
+        const auto bytes = write_manifest(entries);
+        write_file(local_path(manifest_uri), bytes);
+        manifest.manifest_path = manifest_uri;
+        manifest.manifest_length = static_cast<std::int64_t>(bytes.size());
+        manifest.added_snapshot_id = snapshot_id;
+    }
+
+    for (int attempt = 0; attempt < kCommitAttempts; ++attempt) {
+        if (attempt > 0) refresh();
+        const auto have = progress();
+        if (have.archived_seq != expected.archived_seq) {
+            core::log::warn("archive progress moved under this commit, abandoning it",
+                            {{"expected", std::to_string(expected.archived_seq)},
+                             {"table", std::to_string(have.archived_seq)}});
+            if (!files.empty()) remove_quietly(manifest_uri);
+            return false;
+        }
+        json md = metadata_;
+        const auto seq = md["last-sequence-number"].get<std::int64_t>() + 1;
+        const auto parent = current_id(md);
+        std::vector<ManifestFile> list;
+        if (!files.empty()) {
+            manifest.sequence_number = seq;
+            manifest.min_sequence_number = seq;
+            list.push_back(manifest);
+        }
+        json summary = json::object();
+        summary["operation"] = "append";
+        std::int64_t prev_records = 0, prev_size = 0, prev_files = 0, prev_deletes = 0,
+                     prev_pos = 0, prev_eq = 0;
+        if (parent) {
+            const auto* p = find_snapshot(md, *parent);
+            if (p == nullptr) throw std::runtime_error("archive: current snapshot missing");
+            for (auto& m : manifests_of(*p)) list.push_back(std::move(m));
+            prev_records = summary_long(*p, "total-records");
+            prev_size = summary_long(*p, "total-files-size");
+            prev_files = summary_long(*p, "total-data-files");
+            prev_deletes = summary_long(*p, "total-delete-files");
+            prev_pos = summary_long(*p, "total-position-deletes");
+            prev_eq = summary_long(*p, "total-equality-deletes");
+        }
+        summary["added-data-files"] = std::to_string(files.size());
+        summary["added-records"] = std::to_string(added_records);
+        summary["added-files-size"] = std::to_string(added_size);
+        summary["changed-partition-count"] = std::to_string(days.size());
+        summary["total-records"] = std::to_string(prev_records + added_records);
+        summary["total-files-size"] = std::to_string(prev_size + added_size);
+        summary["total-data-files"] =
+            std::to_string(prev_files + static_cast<std::int64_t>(files.size()));
+        summary["total-delete-files"] = std::to_string(prev_deletes);
+        summary["total-position-deletes"] = std::to_string(prev_pos);
+        summary["total-equality-deletes"] = std::to_string(prev_eq);
+        put_progress(summary, next);
+
+        const auto list_uri = fmt::format("{}/metadata/snap-{}-{}-{}.avro", location_, snapshot_id,
+                                          attempt + 1, uuid4());
+        write_file(local_path(list_uri), write_manifest_list(list, snapshot_id, parent, seq));
+
+        const auto now = std::max(now_ms(), md["last-updated-ms"].get<std::int64_t>());
+        json snap;
+        snap["sequence-number"] = seq;
+        snap["snapshot-id"] = snapshot_id;
+        if (parent) snap["parent-snapshot-id"] = *parent;
+        snap["timestamp-ms"] = now;
+        snap["summary"] = summary;
+        snap["manifest-list"] = list_uri;
+        snap["schema-id"] = kSchemaId;
+        md["last-sequence-number"] = seq;
+        md["last-updated-ms"] = now;
+        md["current-snapshot-id"] = snapshot_id;
+        md["refs"]["main"] = {{"snapshot-id", snapshot_id}, {"type", "branch"}};
+        md["snapshots"].push_back(snap);
+        md["snapshot-log"].push_back({{"timestamp-ms", now}, {"snapshot-id", snapshot_id}});
+        put_progress(md["properties"], next);
+
+        if (commit_metadata(std::move(md), CommitProgress{next.archived_seq,
+                                                          next.max_ingest_batch_id, snapshot_id})) {
+            return true;
+        }
+        remove_quietly(list_uri);
+        core::log::info("archive commit conflict, retrying on the new table version",
+                        {{"attempt", std::to_string(attempt + 1)}});
+    }
+    throw std::runtime_error("archive: gave up committing after " +
+                             std::to_string(kCommitAttempts) + " conflicts");
+}
+
+MaintenanceReport IcebergTable::maintain(const MaintenanceOptions& o) {
+    MaintenanceReport report;
+    refresh();
+
+    // 1. Merge the current snapshot's small data manifests into one (a "replace" snapshot that
+    //    changes no data), so a scan plans from a short manifest list.
+    for (int attempt = 0; attempt < kCommitAttempts; ++attempt) {
+        if (attempt > 0) refresh();
+        const auto parent = current_id(metadata_);
+        if (!parent) break;
+        const auto* p = find_snapshot(metadata_, *parent);
+        auto list = manifests_of(*p);
+        std::vector<ManifestFile> small;
+        std::vector<ManifestFile> kept;
+        for (auto& m : list) {
+            const bool mergeable = m.content == 0 && m.partition_spec_id == kSpecId &&
+                                   m.manifest_length < kManifestTargetBytes;
+            (mergeable ? small : kept).push_back(std::move(m));
+        }
+        if (static_cast<int>(list.size()) <= o.max_manifests || small.size() < 2) break;
+        json md = metadata_;
+        const auto seq = md["last-sequence-number"].get<std::int64_t>() + 1;
+        const auto snapshot_id = new_snapshot_id();
+        std::vector<avro::Value> entries;
+        std::int64_t min_seq = std::numeric_limits<std::int64_t>::max();
+        for (const auto& m : small) {
+            for (auto e : read_manifest(read_file(local_path(m.manifest_path)))) {
+                if (e["status"].integer() == 2) continue;  // deleted entries are history only
+                // An EXISTING entry must carry the values it inherited (spec "Sequence Number
+                // Inheritance"), or it would take the new manifest's.
+                if (e["snapshot_id"].is_null()) e.set("snapshot_id", m.added_snapshot_id);
+                if (e["sequence_number"].is_null()) e.set("sequence_number", m.sequence_number);
+                if (e["file_sequence_number"].is_null()) {
+                    e.set("file_sequence_number", m.sequence_number);
+                }
+                e.set("status", 0);
+                min_seq = std::min(min_seq, e["sequence_number"].integer());
+                entries.push_back(std::move(e));
+            }
+        }
+        auto merged = summarize_manifest(entries);
+        const auto bytes = write_manifest(entries);
+        merged.manifest_path = fmt::format("{}/metadata/{}-m0.avro", location_, uuid4());
+        merged.manifest_length = static_cast<std::int64_t>(bytes.size());
+        merged.sequence_number = seq;
+        merged.min_sequence_number = entries.empty() ? seq : min_seq;
+        merged.added_snapshot_id = snapshot_id;
+        write_file(local_path(merged.manifest_path), bytes);
+        std::vector<ManifestFile> next_list{merged};
+        for (auto& m : kept) next_list.push_back(std::move(m));
+        const auto list_uri =
+            fmt::format("{}/metadata/snap-{}-1-{}.avro", location_, snapshot_id, uuid4());
+        write_file(local_path(list_uri), write_manifest_list(next_list, snapshot_id, parent, seq));
+
+        json summary = json::object();
+        summary["operation"] = "replace";
+        summary["manifests-created"] = "1";
+        summary["manifests-kept"] = std::to_string(kept.size());
+        summary["manifests-replaced"] = std::to_string(small.size());
+        summary["entries-processed"] = std::to_string(entries.size());
+        // Totals and the archive's progress are unchanged: carry them over.
+        for (const auto& [k, v] : (*p)["summary"].items()) {
+            if (k.rfind("total-", 0) == 0 || k.rfind("trackd.", 0) == 0 || k == "kafka.offsets") {
+                summary[k] = v;
+            }
+        }
+        const auto now = std::max(now_ms(), md["last-updated-ms"].get<std::int64_t>());
+        json snap;
+        snap["sequence-number"] = seq;
+        snap["snapshot-id"] = snapshot_id;
+        snap["parent-snapshot-id"] = *parent;
+        snap["timestamp-ms"] = now;
+        snap["summary"] = summary;
+        snap["manifest-list"] = list_uri;
+        snap["schema-id"] = kSchemaId;
+        md["last-sequence-number"] = seq;
+        md["last-updated-ms"] = now;
+        md["current-snapshot-id"] = snapshot_id;
+        md["refs"]["main"] = {{"snapshot-id", snapshot_id}, {"type", "branch"}};
+        md["snapshots"].push_back(snap);
+        md["snapshot-log"].push_back({{"timestamp-ms", now}, {"snapshot-id", snapshot_id}});
+        if (commit_metadata(std::move(md), std::nullopt)) {
+            report.manifests_merged = static_cast<int>(small.size());
+            break;
+        }
+        remove_quietly(list_uri);
+        remove_quietly(merged.manifest_path);
+    }
+
+    // 2. Expire snapshots older than the age limit, keeping the newest few and the current one.
+    std::set<std::string> candidates;  // files only expired snapshots may reference
+    for (int attempt = 0; attempt < kCommitAttempts; ++attempt) {
+        if (attempt > 0) refresh();
+        candidates.clear();
+        const auto& snaps = metadata_["snapshots"];
+        std::vector<std::pair<std::int64_t, std::int64_t>> by_time;  // (timestamp, id)
+        for (const auto& s : snaps) {
+            by_time.emplace_back(s["timestamp-ms"].get<std::int64_t>(),
+                                 s["snapshot-id"].get<std::int64_t>());
+        }
+        std::sort(by_time.rbegin(), by_time.rend());
+        std::set<std::int64_t> keep;
+        if (const auto cur = current_id(metadata_)) keep.insert(*cur);
+        for (const auto& r : metadata_["refs"]) keep.insert(r["snapshot-id"].get<std::int64_t>());
+        const auto cutoff = now_ms() - o.snapshot_max_age_ms;
+        for (std::size_t i = 0; i < by_time.size(); ++i) {
+            if (static_cast<int>(i) < o.min_snapshots_to_keep || by_time[i].first >= cutoff) {
+                keep.insert(by_time[i].second);
+            }
+        }
+        if (keep.size() >= snaps.size()) break;
+        json md = metadata_;
+        json kept_snaps = json::array();
+        std::set<std::string> kept_manifests;
+        std::set<std::string> kept_data;
+        std::vector<const json*> expired;
+        for (const auto& s : snaps) {
+            if (keep.count(s["snapshot-id"].get<std::int64_t>()) != 0) {
+                kept_snaps.push_back(s);
+                for (const auto& m : manifests_of(s)) kept_manifests.insert(m.manifest_path);
+            } else {
+                expired.push_back(&s);
+            }
+        }
+        for (const auto& path : kept_manifests) {
+            for (const auto& e : read_manifest(read_file(local_path(path)))) {
+                kept_data.insert(e["data_file"]["file_path"].str());
+            }
+        }
+        for (const auto* s : expired) {
+            candidates.insert((*s)["manifest-list"].get<std::string>());
+            for (const auto& m : manifests_of(*s)) {
+                if (kept_manifests.count(m.manifest_path) != 0) continue;
+                candidates.insert(m.manifest_path);
+                for (const auto& e : read_manifest(read_file(local_path(m.manifest_path)))) {
+                    const auto& f = e["data_file"]["file_path"].str();
+                    if (kept_data.count(f) == 0) candidates.insert(f);
+                }
+            }
+        }
+        // The snapshot log keeps only what follows the last expired snapshot (spec).
+        json log = json::array();
+        for (const auto& e : md["snapshot-log"]) {
+            if (keep.count(e["snapshot-id"].get<std::int64_t>()) == 0) {
+                log = json::array();
+            } else {
+                log.push_back(e);
+            }
+        }
+        const int n_expired = static_cast<int>(expired.size());
+        md["snapshots"] = std::move(kept_snaps);
+        md["snapshot-log"] = std::move(log);
+        md["last-updated-ms"] = std::max(now_ms(), md["last-updated-ms"].get<std::int64_t>());
+        if (commit_metadata(std::move(md), std::nullopt)) {
+            report.snapshots_expired = n_expired;
+            break;
+        }
+        candidates.clear();
+    }
+    // Only after the commit: until then a reader may still plan a scan from them.
+    for (const auto& f : candidates) {
+        if (f.rfind(location_ + "/", 0) != 0) continue;  // never outside the table
+        remove_quietly(f);
+        ++report.files_deleted;
+    }
+
+    // 3. Orphans: files under the table's location that no metadata reachable from the current
+    //    version references (failed or killed commits), older than the safety margin.
+    std::set<std::string> referenced;
+    referenced.insert(local_path(metadata_location_));
+    for (const auto& e : metadata_["metadata-log"]) {
+        referenced.insert(local_path(e["metadata-file"].get<std::string>()));
+    }
+    for (const auto& s : metadata_["snapshots"]) {
+        referenced.insert(local_path(s["manifest-list"].get<std::string>()));
+        for (const auto& m : manifests_of(s)) {
+            if (!referenced.insert(local_path(m.manifest_path)).second) continue;
+            for (const auto& e : read_manifest(read_file(local_path(m.manifest_path)))) {
+                referenced.insert(local_path(e["data_file"]["file_path"].str()));
+            }
+        }
+    }
+    const auto root = local_path(location_);
+    const auto horizon =
+        fs::file_time_type::clock::now() - std::chrono::milliseconds(o.orphan_min_age_ms);
+    for (const char* dir : {"/data", "/metadata"}) {
+        std::error_code ec;
+        if (!fs::exists(root + dir, ec)) continue;
+        for (const auto& entry : fs::recursive_directory_iterator(root + dir, ec)) {
+            if (!entry.is_regular_file()) continue;
+            const auto path = entry.path().string();
+            if (referenced.count(path) != 0) continue;
+            if (entry.last_write_time() > horizon) continue;  // maybe a commit in progress
+            std::error_code rm;
+            if (fs::remove(entry.path(), rm)) ++report.orphans_deleted;
+        }
+    }
+    return report;
+}
+
+}  // namespace trackd::archive

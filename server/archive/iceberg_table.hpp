@@ -1,0 +1,89 @@
+// One Iceberg v2 table on the local filesystem, committed through a Catalog: create, append a
+// snapshot, and the maintenance that keeps it readable after a year of commits.
+//
+// Every commit follows the spec's optimistic protocol: build the new metadata from the current
+// one, write it to a new file, swap the catalog pointer from base to new; when another writer
+// moved the pointer first, reload and rebuild on top of it. The table's properties carry the
+// archive's progress (trackd.archive-seq, kafka.offsets), and so does each archive snapshot's
+// summary, so the table itself says what it holds. One object per thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "trackd/archive/catalog.hpp"
+
+#include "manifest.hpp"
+
+namespace trackd::archive {
+
+// What the archive has committed: every batch with archive_seq <= archived_seq, and per Kafka
+// partition the offset after the newest archived message.
+struct Progress {
+    std::int64_t archived_seq = 0;
+    std::optional<std::int64_t> max_ingest_batch_id;
+    std::map<std::int32_t, std::int64_t> kafka_offsets;
+};
+
+struct MaintenanceOptions {
+    std::int64_t snapshot_max_age_ms = 0;
+    int min_snapshots_to_keep = 1;
+    int max_manifests = 8;
+    std::int64_t orphan_min_age_ms = 0;
+};
+
+struct MaintenanceReport {
+    int manifests_merged = 0;  // manifests replaced by one merged manifest
+    int snapshots_expired = 0;
+    int files_deleted = 0;  // manifest lists, manifests and data files of expired snapshots
+    int orphans_deleted = 0;
+};
+
+// "file:///x/y" or "/x/y" -> "/x/y".
+std::string local_path(const std::string& uri);
+
+class IcebergTable {
+  public:
+    IcebergTable(Catalog& catalog, TableIdent ident, std::string location_uri,
+                 int metadata_versions_max);
+
+    // Reads the current metadata through the catalog, creating the table when it is missing.
+    void refresh();
+    [[nodiscard]] const nlohmann::ordered_json& metadata() const { return metadata_; }
+    [[nodiscard]] const std::string& metadata_location() const { return metadata_location_; }
+    [[nodiscard]] Progress progress() const;
+
+    // Commits `files` as one append snapshot whose summary and the table properties say
+    // `next`. `expected` is the progress the files continue from: if the table's progress is
+    // not `expected.archived_seq` when committing (another archiver got there), nothing is
+    // committed and false is returned. Refreshes and retries on catalog conflicts.
+    bool append(const std::vector<DataFile>& files, const Progress& expected, const Progress& next);
+
+    MaintenanceReport maintain(const MaintenanceOptions& options);
+
+    // A new file name under the table's data/ directory for a day partition (URI, local path).
+    std::pair<std::string, std::string> new_data_file(std::int32_t day) const;
+
+  private:
+    using json = nlohmann::ordered_json;
+    // Writes `next` as the following metadata version and swaps the catalog pointer; true on
+    // success, false when the base moved (caller refreshes and rebuilds).
+    bool commit_metadata(json next, const std::optional<CommitProgress>& progress);
+    json load_metadata(const std::string& location) const;
+    std::string write_metadata_file(const json& metadata) const;
+    void delete_dropped_metadata(const json& before, const json& after) const;
+
+    Catalog& catalog_;
+    TableIdent ident_;
+    std::string location_;  // URI, no trailing slash
+    int metadata_versions_max_;
+    std::string metadata_location_;
+    json metadata_;
+};
+
+}  // namespace trackd::archive

@@ -1,0 +1,23 @@
+#include "api.hpp"
+
+namespace trackd::http {
+
+Api::Api(const config::Config& config, std::string fallback_host)
+    : http_(config.http),
+      auth_(config.http.tokens),
+      pool_(PoolSettings{config.pg.dsn, config.http.pool_size, config.http.statement_timeout_ms,
+                         config.pg.connect_timeout_s}),
+      ctx_{pool_, http_, std::move(fallback_host)},
+      router_(auth_, config.http.open_landing_pages),
+      vehicles_(ctx_),
+      geofences_(ctx_),
+      features_(ctx_),
+      meta_(ctx_) {
+    // Order matters where patterns overlap: /v1/vehicles/nearby before /v1/vehicles/{}.
+    meta_.add_routes(router_);
+    vehicles_.add_routes(router_);
+    geofences_.add_routes(router_);
+    features_.add_routes(router_);
+}
+
+}  // namespace trackd::http

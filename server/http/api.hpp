@@ -1,0 +1,45 @@
+// The whole HTTP API without the sockets: the router with every service and the access rules.
+//
+// Contract: handle() turns one Request into one Response; it never throws (see Router). Built
+// once from the configuration; thread-safe (services hold no per-request state, the pool locks).
+// The pool connects lazily, so an Api can be built, and answer everything that needs no
+// database (404, 405, 401, 400 for bad parameters), with PostgreSQL down.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "trackd/config/config.hpp"
+
+#include "auth.hpp"
+#include "connection_pool.hpp"
+#include "features_service.hpp"
+#include "geofence_service.hpp"
+#include "meta_service.hpp"
+#include "router.hpp"
+#include "service_context.hpp"
+#include "vehicle_service.hpp"
+
+namespace trackd::http {
+
+class Api {
+  public:
+    Api(const config::Config& config, std::string fallback_host);
+    Api(const Api&) = delete;
+    Api& operator=(const Api&) = delete;
+
+    [[nodiscard]] Response handle(const Request& req) const { return router_.handle(req); }
+
+  private:
+    config::HttpConfig http_;
+    Authenticator auth_;
+    ConnectionPool pool_;
+    ServiceContext ctx_;
+    Router router_;
+    VehicleService vehicles_;
+    GeofenceService geofences_;
+    FeaturesService features_;
+    MetaService meta_;
+};
+
+}  // namespace trackd::http

@@ -1,0 +1,142 @@
+#include "connection_pool.hpp"
+
+#include <chrono>
+#include <functional>
+
+#include <fmt/format.h>
+#include <libpq-fe.h>
+
+#include "trackd/core/log.hpp"
+
+#include "problem.hpp"
+
+namespace trackd::http {
+namespace {
+
+std::string trim(std::string s) {
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+}
+
+// Same shape as db::Connection's errors, so callers handle one exception type.
+[[noreturn]] void throw_result_error(pg_conn* conn, PGresult* res) {
+    std::string state;
+    std::string message;
+    if (res != nullptr) {
+        const char* s = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+        state = s != nullptr ? s : "";
+        message = trim(PQresultErrorMessage(res));
+        PQclear(res);
+    }
+    if (message.empty()) message = trim(PQerrorMessage(conn));
+    throw db::DbError(message.empty() ? "unknown PostgreSQL error" : message, state);
+}
+
+}  // namespace
+
+Statement statement_for(const std::string& sql) {
+    return {fmt::format("trackd_api_{:016x}", std::hash<std::string>{}(sql)), sql};
+}
+
+ConnectionPool::ConnectionPool(PoolSettings settings) : settings_(std::move(settings)) {
+    for (int i = 0; i < settings_.size; ++i) {
+        slots_.push_back(std::make_unique<Slot>());
+        free_.push_back(slots_.back().get());
+    }
+}
+
+ConnectionPool::~ConnectionPool() = default;
+
+ConnectionPool::Slot* ConnectionPool::acquire() {
+    std::unique_lock lock(mutex_);
+    const auto wait = std::chrono::milliseconds(settings_.statement_timeout_ms);
+    if (!available_.wait_for(lock, wait, [this] { return !free_.empty(); })) {
+        throw ProblemError(ProblemKind::unavailable,
+                           fmt::format("all {} database connections stayed busy for {} ms; retry",
+                                       settings_.size, settings_.statement_timeout_ms));
+    }
+    Slot* slot = free_.back();
+    free_.pop_back();
+    return slot;
+}
+
+void ConnectionPool::release(Slot* slot) {
+    {
+        const std::lock_guard lock(mutex_);
+        free_.push_back(slot);
+    }
+    available_.notify_one();
+}
+
+void ConnectionPool::connect(Slot& slot) {
+    slot.prepared.clear();
+    slot.conn.reset();
+    try {
+        auto conn = std::make_unique<db::Connection>(settings_.dsn, "trackd http",
+                                                     settings_.connect_timeout_s);
+        // The API only reads (and writes geofences): a statement running longer than this is a
+        // query the caller should narrow, not one to wait for.
+        conn->query(fmt::format("SET statement_timeout = {}", settings_.statement_timeout_ms));
+        conn->query("SET TIME ZONE 'UTC'");
+        slot.conn = std::move(conn);
+    } catch (const db::DbError& e) {
+        core::log::warn("http: cannot connect to PostgreSQL", {{"error", e.what()}});
+        throw ProblemError(ProblemKind::unavailable, "the database is unreachable; retry later");
+    }
+}
+
+db::Result ConnectionPool::execute(Slot& slot, const Statement& st, const db::Params& params) {
+    pg_conn* raw = slot.conn->raw();
+    if (slot.prepared.count(st.name) == 0) {
+        PGresult* res = PQprepare(raw, st.name.c_str(), st.sql.c_str(), 0, nullptr);
+        if (PQresultStatus(res) != PGRES_COMMAND_OK) throw_result_error(raw, res);
+        PQclear(res);
+        slot.prepared.insert(st.name);
+    }
+    std::vector<const char*> values;
+    values.reserve(params.size());
+    for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+    PGresult* res = PQexecPrepared(raw, st.name.c_str(), static_cast<int>(values.size()),
+                                   values.data(), nullptr, nullptr, 0);
+    const auto status = PQresultStatus(res);
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) throw_result_error(raw, res);
+    return db::Result(res);
+}
+
+db::Result ConnectionPool::run(const Statement& statement, const db::Params& params) {
+    Slot* slot = acquire();
+    struct Release {
+        ConnectionPool* pool;
+        Slot* slot;
+        ~Release() { pool->release(slot); }
+    } release{this, slot};
+
+    for (int attempt = 0;; ++attempt) {
+        if (!slot->conn || !slot->conn->ok()) connect(*slot);
+        try {
+            return execute(*slot, statement, params);
+        } catch (const db::DbError& e) {
+            if (e.sqlstate() == "57014") {
+                throw ProblemError(
+                    ProblemKind::unavailable,
+                    fmt::format("the query took longer than http.statement_timeout_ms ({} ms); "
+                                "narrow it (smaller bbox, radius, limit or time range) or retry",
+                                settings_.statement_timeout_ms));
+            }
+            if (e.connection_lost()) {
+                slot->conn.reset();
+                if (attempt == 0) continue;  // the server restarted since: one fresh try
+                throw ProblemError(ProblemKind::unavailable,
+                                   "the database connection was lost; retry later");
+            }
+            // A prepared statement the server forgot (e.g. DISCARD by a pooler): re-prepare.
+            if (e.sqlstate() == "26000" && attempt == 0) {
+                slot->prepared.erase(statement.name);
+                continue;
+            }
+            throw;
+        }
+    }
+}
+
+}  // namespace trackd::http

@@ -1,0 +1,69 @@
+// The HTTP API's PostgreSQL connections: a fixed-size pool with prepared statements and a
+// per-statement timeout.
+//
+// Contract: run() borrows a connection (waiting at most http.statement_timeout_ms for one),
+// prepares the statement on that connection the first time it sees it, executes it with bound
+// text parameters and returns the rows. Every statement runs under `statement_timeout`, so a slow
+// query ends with SQLSTATE 57014 instead of hanging. Connections are opened lazily and replaced
+// when they break; a statement that failed because its connection was lost is retried once on a
+// new one (API statements are single, idempotent statements). Failures that the caller cannot fix
+// (timeout, database unreachable, pool exhausted) throw ProblemError 503; other database errors
+// throw db::DbError. Thread-safe.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "trackd/db/connection.hpp"
+
+namespace trackd::http {
+
+// A named SQL statement. Its text is built from constant fragments only; values are parameters.
+struct Statement {
+    std::string name;
+    std::string sql;
+};
+
+// A statement whose name derives from its text: for SQL assembled from optional fragments.
+Statement statement_for(const std::string& sql);
+
+struct PoolSettings {
+    std::string dsn;
+    int size = 4;
+    int statement_timeout_ms = 5000;
+    int connect_timeout_s = 10;
+};
+
+class ConnectionPool {
+  public:
+    explicit ConnectionPool(PoolSettings settings);
+    ~ConnectionPool();
+    ConnectionPool(const ConnectionPool&) = delete;
+    ConnectionPool& operator=(const ConnectionPool&) = delete;
+
+    db::Result run(const Statement& statement, const db::Params& params = {});
+
+  private:
+    struct Slot {
+        std::unique_ptr<db::Connection> conn;
+        std::set<std::string> prepared;
+    };
+
+    Slot* acquire();
+    void release(Slot* slot);
+    db::Result execute(Slot& slot, const Statement& statement, const db::Params& params);
+    void connect(Slot& slot);
+
+    PoolSettings settings_;
+    std::vector<std::unique_ptr<Slot>> slots_;
+    std::vector<Slot*> free_;
+    std::mutex mutex_;
+    std::condition_variable available_;
+};
+
+}  // namespace trackd::http

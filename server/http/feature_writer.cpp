@@ -1,0 +1,167 @@
+#include "feature_writer.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+#include <fmt/format.h>
+
+#include "params.hpp"
+
+namespace trackd::http {
+
+const char* const kVehicleColumns =
+    "vehicle_id, (extract(epoch FROM last_updated) * 1000000)::int8, ST_X(geom), ST_Y(geom), "
+    "ST_Z(geom), speed_kmh, heading_deg, accuracy_m, attributes::text";
+
+const char* const kPositionColumns =
+    "vehicle_id, (extract(epoch FROM recorded_at) * 1000000)::int8, ST_X(geom), ST_Y(geom), "
+    "ST_Z(geom), speed_kmh, heading_deg, accuracy_m, attributes::text, ingest_batch_id, "
+    "kafka_partition, kafka_offset";
+
+const char* const kGeofenceColumns =
+    "zone_name, ST_AsGeoJSON(ST_ForcePolygonCCW(fence_geom), 9), "
+    "(extract(epoch FROM created_at) * 1000000)::int8, "
+    "(extract(epoch FROM updated_at) * 1000000)::int8, ST_Area(fence_geom::geography)";
+
+namespace {
+
+void number_or_null(JsonWriter& w, const db::Result& r, int row, int col) {
+    const auto v = r.get(row, col);
+    if (v) {
+        w.number_text(*v);
+    } else {
+        w.null();
+    }
+}
+
+// The columns vehicles and positions share (0..8); `time_name` is last_updated/recorded_at.
+void write_point_feature(JsonWriter& w, const db::Result& r, int row, const std::string& id,
+                         const char* time_name, const ExtraProperties& extra,
+                         bool with_ingest_ids) {
+    w.begin_object();
+    w.key("type").value("Feature");
+    w.key("id").value(id);
+    w.key("geometry").begin_object();
+    w.key("type").value("Point");
+    w.key("coordinates").begin_array();
+    number_or_null(w, r, row, 2);
+    number_or_null(w, r, row, 3);
+    w.end_array();
+    w.end_object();
+    w.key("properties").begin_object();
+    w.key("vehicle_id").value(r.at(row, 0));
+    w.key(time_name).value(format_rfc3339(std::stoll(r.at(row, 1))));
+    w.key("altitude_m");
+    number_or_null(w, r, row, 4);
+    w.key("speed_kmh");
+    number_or_null(w, r, row, 5);
+    w.key("heading_deg");
+    number_or_null(w, r, row, 6);
+    w.key("accuracy_m");
+    number_or_null(w, r, row, 7);
+    w.key("attributes");
+    const auto attrs = r.get(row, 8);
+    if (attrs) {
+        w.raw(*attrs);
+    } else {
+        w.null();
+    }
+    if (with_ingest_ids) {
+        w.key("ingest_batch_id").raw(r.at(row, 9));
+        w.key("kafka_partition").raw(r.at(row, 10));
+        w.key("kafka_offset").raw(r.at(row, 11));
+    }
+    for (const auto& [name, json] : extra) w.key(name).raw(json);
+    w.end_object();
+    w.end_object();
+}
+
+}  // namespace
+
+void write_vehicle(JsonWriter& w, const db::Result& r, int row, const ExtraProperties& extra) {
+    write_point_feature(w, r, row, r.at(row, 0), "last_updated", extra, false);
+}
+
+std::string position_id(const db::Result& r, int row) {
+    return r.at(row, 9) + "-" + r.at(row, 10) + "-" + r.at(row, 11);
+}
+
+void write_position(JsonWriter& w, const db::Result& r, int row, const ExtraProperties& extra) {
+    write_point_feature(w, r, row, position_id(r, row), "recorded_at", extra, true);
+}
+
+void write_geofence(JsonWriter& w, const db::Result& r, int row) {
+    w.begin_object();
+    w.key("type").value("Feature");
+    w.key("id").value(r.at(row, 0));
+    w.key("geometry").raw(r.at(row, 1));
+    w.key("properties").begin_object();
+    w.key("zone_name").value(r.at(row, 0));
+    w.key("created_at").value(format_rfc3339(std::stoll(r.at(row, 2))));
+    w.key("updated_at").value(format_rfc3339(std::stoll(r.at(row, 3))));
+    w.key("area_m2");
+    number_or_null(w, r, row, 4);
+    w.end_object();
+    w.end_object();
+}
+
+std::string SqlBuilder::bind(std::string value) {
+    params_.emplace_back(std::move(value));
+    return "$" + std::to_string(params_.size());
+}
+
+std::string base_url(const Request& req, const std::string& fallback_host) {
+    const auto& h = req.host;
+    const bool plausible =
+        !h.empty() && h.size() <= 255 && std::all_of(h.begin(), h.end(), [](unsigned char c) {
+            return std::isalnum(c) != 0 || c == '.' || c == '-' || c == ':' || c == '[' ||
+                   c == ']' || c == '_';
+        });
+    return "http://" + (plausible ? h : fallback_host);
+}
+
+std::string url_with(const Request& req, const std::string& fallback_host,
+                     const std::vector<std::pair<std::string, std::string>>& changes) {
+    std::vector<std::pair<std::string, std::string>> items = req.query.items();
+    for (const auto& [name, value] : changes) {
+        std::erase_if(items, [&](const auto& kv) { return kv.first == name; });
+        if (!value.empty()) items.emplace_back(name, value);
+    }
+    std::string url = base_url(req, fallback_host);
+    for (const auto& seg : req.segments) url += "/" + percent_encode(seg);
+    if (req.segments.empty()) url += "/";
+    char sep = '?';
+    for (const auto& [k, v] : items) {
+        url += sep + percent_encode(k) + "=" + percent_encode(v);
+        sep = '&';
+    }
+    return url;
+}
+
+void write_link(JsonWriter& w, const std::string& rel, const std::string& type,
+                const std::string& href, const std::string& title) {
+    w.begin_object();
+    w.key("href").value(href);
+    w.key("rel").value(rel);
+    w.key("type").value(type);
+    if (!title.empty()) w.key("title").value(title);
+    w.end_object();
+}
+
+Response json_response(std::string body, int status) {
+    Response r;
+    r.status = status;
+    r.content_type = "application/json";
+    r.body = std::move(body);
+    return r;
+}
+
+Response geojson_response(std::string body, int status) {
+    Response r;
+    r.status = status;
+    r.content_type = "application/geo+json";
+    r.body = std::move(body);
+    return r;
+}
+
+}  // namespace trackd::http

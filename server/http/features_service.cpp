@@ -1,0 +1,333 @@
+#include "features_service.hpp"
+
+#include <array>
+#include <charconv>
+#include <chrono>
+#include <cstdint>
+
+#include <fmt/format.h>
+
+#include "feature_writer.hpp"
+#include "params.hpp"
+#include "problem.hpp"
+
+namespace trackd::http {
+namespace {
+
+enum class Kind { vehicles, positions, geofences };
+
+struct Collection {
+    Kind kind;
+    const char* id;
+    const char* title;
+    const char* description;
+};
+
+constexpr std::array<Collection, 3> kCollections = {{
+    {Kind::vehicles, "vehicles", "Vehicles (current state)",
+     "The latest known position of every vehicle; temporal property last_updated."},
+    {Kind::positions, "positions", "Vehicle positions (history)",
+     "Every accepted position; temporal property recorded_at. Feature ids are "
+     "<ingest_batch_id>-<kafka_partition>-<kafka_offset>."},
+    {Kind::geofences, "geofences", "Geofence zones",
+     "Named zones (MultiPolygon); temporal property updated_at."},
+}};
+
+constexpr const char* kCrs84 = "http://www.opengis.net/def/crs/OGC/1.3/CRS84";
+
+const Collection& find_collection(const std::string& id) {
+    for (const auto& c : kCollections) {
+        if (id == c.id) return c;
+    }
+    throw ProblemError(
+        ProblemKind::resource_not_found,
+        "collectionId: no collection '" + id + "' (there are vehicles, positions and geofences)",
+        "collectionId");
+}
+
+void write_collection(JsonWriter& w, const Collection& c, const std::string& base) {
+    const std::string self = base + "/collections/" + c.id;
+    w.begin_object();
+    w.key("id").value(c.id);
+    w.key("title").value(c.title);
+    w.key("description").value(c.description);
+    w.key("itemType").value("feature");
+    w.key("crs").begin_array().value(kCrs84).end_array();
+    w.key("extent").begin_object();
+    w.key("spatial").begin_object();
+    w.key("bbox").begin_array().begin_array();
+    w.value(-180.0).value(-90.0).value(180.0).value(90.0);
+    w.end_array().end_array();
+    w.key("crs").value(kCrs84);
+    w.end_object();
+    w.end_object();
+    w.key("links").begin_array();
+    write_link(w, "self", "application/json", self, "this collection");
+    write_link(w, "items", "application/geo+json", self + "/items", c.title);
+    w.end_array();
+    w.end_object();
+}
+
+// "<µs>_<batch>_<partition>_<offset>": where a positions page ended.
+struct PositionCursor {
+    std::int64_t us = 0;
+    std::int64_t batch = 0;
+    std::int64_t partition = 0;
+    std::int64_t offset = 0;
+};
+
+bool parse_ints(const std::string& text, char sep, std::int64_t* out, std::size_t n) {
+    std::size_t pos = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        const auto end = i + 1 == n ? text.size() : text.find(sep, pos);
+        if (end == std::string::npos) return false;
+        const char* b = text.data() + pos;
+        const char* e = text.data() + end;
+        auto [ptr, ec] = std::from_chars(b, e, out[i]);
+        if (b == e || ec != std::errc{} || ptr != e) return false;
+        pos = end + 1;
+    }
+    return true;
+}
+
+}  // namespace
+
+void FeaturesService::add_routes(Router& router) {
+    router.add("GET", "/", Access::landing,
+               [this](const Request& r, const auto&) { return landing(r); });
+    router.add("GET", "/conformance", Access::landing,
+               [this](const Request& r, const auto&) { return conformance(r); });
+    router.add("GET", "/collections", Access::landing,
+               [this](const Request& r, const auto&) { return collections(r); });
+    router.add("GET", "/collections/{}", Access::landing,
+               [this](const Request& r, const auto& a) { return collection(r, a[0]); });
+    router.add("GET", "/collections/{}/items", Access::read,
+               [this](const Request& r, const auto& a) { return items(r, a[0]); });
+    router.add("GET", "/collections/{}/items/{}", Access::read,
+               [this](const Request& r, const auto& a) { return item(r, a[0], a[1]); });
+}
+
+Response FeaturesService::landing(const Request& req) {
+    req.query.only({"f"});
+    const std::string base = base_url(req, ctx_.fallback_host);
+    JsonWriter w;
+    w.begin_object();
+    w.key("title").value("trackd");
+    w.key("description")
+        .value("Vehicle positions from Kafka in PostGIS: current state, history and geofences.");
+    w.key("links").begin_array();
+    write_link(w, "self", "application/json", base + "/", "this document");
+    write_link(w, "service-desc", "application/vnd.oai.openapi+json;version=3.0", base + "/api",
+               "the API definition");
+    write_link(w, "service-doc", "text/html", base + "/api", "the API definition");
+    write_link(w, "conformance", "application/json", base + "/conformance", "conformance classes");
+    write_link(w, "data", "application/json", base + "/collections", "collections");
+    w.end_array();
+    w.end_object();
+    return json_response(w.take());
+}
+
+Response FeaturesService::conformance(const Request& req) {
+    req.query.only({"f"});
+    JsonWriter w;
+    w.begin_object();
+    w.key("conformsTo").begin_array();
+    w.value("http://www.opengis.net/spec/ogcapi-features-1/1.0/conf/core");
+    w.value("http://www.opengis.net/spec/ogcapi-features-1/1.0/conf/geojson");
+    w.value("http://www.opengis.net/spec/ogcapi-features-1/1.0/conf/oas30");
+    w.end_array();
+    w.end_object();
+    return json_response(w.take());
+}
+
+Response FeaturesService::collections(const Request& req) {
+    req.query.only({"f"});
+    const std::string base = base_url(req, ctx_.fallback_host);
+    JsonWriter w;
+    w.begin_object();
+    w.key("links").begin_array();
+    write_link(w, "self", "application/json", base + "/collections", "this document");
+    w.end_array();
+    w.key("collections").begin_array();
+    for (const auto& c : kCollections) write_collection(w, c, base);
+    w.end_array();
+    w.end_object();
+    return json_response(w.take());
+}
+
+Response FeaturesService::collection(const Request& req, const std::string& id) {
+    req.query.only({"f"});
+    const auto& c = find_collection(id);
+    JsonWriter w;
+    write_collection(w, c, base_url(req, ctx_.fallback_host));
+    return json_response(w.take());
+}
+
+Response FeaturesService::items(const Request& req, const std::string& id) {
+    const auto& c = find_collection(id);
+    const auto& q = req.query;
+    q.only({"bbox", "datetime", "limit", "after", "f"});
+    const int limit = parse_limit(q, kDefaultLimit, ctx_.http.max_limit);
+
+    const char* table = c.kind == Kind::vehicles    ? "trackd.vehicle_current_state"
+                        : c.kind == Kind::positions ? "trackd.vehicle_telemetry_history"
+                                                    : "trackd.geofence_zones";
+    const char* time_column = c.kind == Kind::vehicles    ? "last_updated"
+                              : c.kind == Kind::positions ? "recorded_at"
+                                                          : "updated_at";
+    const char* columns = c.kind == Kind::vehicles    ? kVehicleColumns
+                          : c.kind == Kind::positions ? kPositionColumns
+                                                      : kGeofenceColumns;
+    // The filters, shared by the page query and the count.
+    SqlBuilder sql(std::string("SELECT ") + columns + " FROM " + table + " WHERE true");
+    std::string filters;
+    if (const auto text = q.get("bbox")) {
+        const BBox b = parse_bbox("bbox", *text);
+        const std::string env = "ST_MakeEnvelope(" + sql.bind(fmt::format("{}", b.min_lon)) + ", " +
+                                sql.bind(fmt::format("{}", b.min_lat)) + ", " +
+                                sql.bind(fmt::format("{}", b.max_lon)) + ", " +
+                                sql.bind(fmt::format("{}", b.max_lat)) + ", 4326)";
+        // For points the bounding-box test is exact; polygons need the real intersection.
+        filters += c.kind == Kind::geofences ? " AND ST_Intersects(fence_geom, " + env + ")"
+                                             : " AND geom && " + env;
+    }
+    if (const auto text = q.get("datetime")) {
+        const TimeInterval iv = parse_datetime("datetime", *text);
+        if (iv.from_us) {
+            filters += std::string(" AND ") + time_column +
+                       " >= " + sql.bind(format_rfc3339(*iv.from_us)) + "::timestamptz";
+        }
+        if (iv.to_us) {
+            filters += std::string(" AND ") + time_column +
+                       " <= " + sql.bind(format_rfc3339(*iv.to_us)) + "::timestamptz";
+        }
+    }
+    const db::Params filter_params = sql.params();
+    sql += filters;
+    const auto after = q.get("after");
+    std::string order;
+    if (c.kind == Kind::positions) {
+        if (after) {
+            std::array<std::int64_t, 4> v{};
+            // Within what PostgreSQL reads back (years 1..9999, an int4 partition), so that a
+            // forged cursor is a 400 and never a database error.
+            constexpr std::int64_t kYear10000Us = 253402300800LL * 1000000;
+            if (!parse_ints(*after, '_', v.data(), v.size()) || v[0] < earliest_time_us() ||
+                v[0] >= kYear10000Us || v[2] < INT32_MIN || v[2] > INT32_MAX) {
+                bad_parameter("after", "'" + *after + "' is not a cursor from a next link");
+            }
+            sql += " AND (recorded_at, ingest_batch_id, kafka_partition, kafka_offset) > (" +
+                   sql.bind(format_rfc3339(v[0])) + "::timestamptz, " +
+                   sql.bind(std::to_string(v[1])) + "::int8, " + sql.bind(std::to_string(v[2])) +
+                   "::int4, " + sql.bind(std::to_string(v[3])) + "::int8)";
+        }
+        order = " ORDER BY recorded_at, ingest_batch_id, kafka_partition, kafka_offset";
+    } else {
+        const char* key = c.kind == Kind::vehicles ? "vehicle_id" : "zone_name";
+        if (after) {
+            check_identifier("after", *after, kMaxIdentifierBytes);
+            sql += std::string(" AND ") + key + " > " + sql.bind(*after);
+        }
+        order = std::string(" ORDER BY ") + key;
+    }
+    sql += order + " LIMIT " + sql.bind(std::to_string(limit + 1));
+    const auto r = ctx_.pool.run(statement_for(sql.sql()), sql.params());
+    const auto count = ctx_.pool.run(
+        statement_for(std::string("SELECT count(*) FROM ") + table + " WHERE true" + filters),
+        filter_params);
+    const int n = std::min(r.rows(), limit);
+
+    JsonWriter w;
+    w.begin_object();
+    w.key("type").value("FeatureCollection");
+    w.key("features").begin_array();
+    for (int i = 0; i < n; ++i) {
+        switch (c.kind) {
+            case Kind::vehicles:
+                write_vehicle(w, r, i);
+                break;
+            case Kind::positions:
+                write_position(w, r, i);
+                break;
+            case Kind::geofences:
+                write_geofence(w, r, i);
+                break;
+        }
+    }
+    w.end_array();
+    w.key("numberMatched").raw(count.at(0, 0));
+    w.key("numberReturned").value(n);
+    w.key("timeStamp")
+        .value(format_rfc3339(std::chrono::duration_cast<std::chrono::seconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count() *
+                              1000000));
+    w.key("links").begin_array();
+    write_link(w, "self", "application/geo+json", url_with(req, ctx_.fallback_host, {}));
+    if (r.rows() > limit) {
+        const std::string cursor = c.kind == Kind::positions
+                                       ? fmt::format("{}_{}_{}_{}", r.at(n - 1, 1), r.at(n - 1, 9),
+                                                     r.at(n - 1, 10), r.at(n - 1, 11))
+                                       : r.at(n - 1, 0);
+        write_link(w, "next", "application/geo+json",
+                   url_with(req, ctx_.fallback_host, {{"after", cursor}}));
+    }
+    write_link(w, "collection", "application/json",
+               base_url(req, ctx_.fallback_host) + "/collections/" + c.id);
+    w.end_array();
+    w.end_object();
+    return geojson_response(w.take());
+}
+
+Response FeaturesService::item(const Request& req, const std::string& id,
+                               const std::string& feature_id) {
+    const auto& c = find_collection(id);
+    req.query.only({"f"});
+    const auto not_found = [&]() {
+        throw ProblemError(ProblemKind::resource_not_found,
+                           "featureId: no feature '" + feature_id + "' in " + c.id, "featureId");
+    };
+    if (feature_id.empty() || feature_id.size() > kMaxIdentifierBytes) not_found();
+    JsonWriter w;
+    switch (c.kind) {
+        case Kind::vehicles: {
+            static const Statement st{"ogc_vehicle", std::string("SELECT ") + kVehicleColumns +
+                                                         " FROM trackd.vehicle_current_state "
+                                                         "WHERE vehicle_id = $1"};
+            const auto r = ctx_.pool.run(st, {feature_id});
+            if (r.rows() == 0) not_found();
+            write_vehicle(w, r, 0);
+            break;
+        }
+        case Kind::geofences: {
+            static const Statement st{"ogc_geofence", std::string("SELECT ") + kGeofenceColumns +
+                                                          " FROM trackd.geofence_zones "
+                                                          "WHERE zone_name = $1"};
+            const auto r = ctx_.pool.run(st, {feature_id});
+            if (r.rows() == 0) not_found();
+            write_geofence(w, r, 0);
+            break;
+        }
+        case Kind::positions: {
+            std::array<std::int64_t, 3> v{};
+            if (!parse_ints(feature_id, '-', v.data(), v.size()) || v[1] < INT32_MIN ||
+                v[1] > INT32_MAX) {
+                not_found();
+            }
+            static const Statement st{"ogc_position",
+                                      std::string("SELECT ") + kPositionColumns +
+                                          " FROM trackd.vehicle_telemetry_history WHERE "
+                                          "ingest_batch_id = $1 AND kafka_partition = $2 AND "
+                                          "kafka_offset = $3 LIMIT 1"};
+            const auto r = ctx_.pool.run(
+                st, {std::to_string(v[0]), std::to_string(v[1]), std::to_string(v[2])});
+            if (r.rows() == 0) not_found();
+            write_position(w, r, 0);
+            break;
+        }
+    }
+    std::string body = w.take();
+    return geojson_response(std::move(body));
+}
+
+}  // namespace trackd::http

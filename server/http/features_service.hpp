@@ -1,0 +1,29 @@
+// OGC API - Features, Part 1 (Core, GeoJSON, OpenAPI 3.0) over three collections:
+// `vehicles` (current state), `positions` (history) and `geofences`.
+//
+// Contract: items are paged by keyset (`after`, carried by the `next` link), so following next
+// links returns every matching feature exactly once; numberMatched is an exact count.
+#pragma once
+
+#include "router.hpp"
+#include "service_context.hpp"
+
+namespace trackd::http {
+
+class FeaturesService {
+  public:
+    explicit FeaturesService(ServiceContext& ctx) : ctx_(ctx) {}
+    void add_routes(Router& router);
+
+    Response landing(const Request& req);
+    Response conformance(const Request& req);
+    Response collections(const Request& req);
+    Response collection(const Request& req, const std::string& id);
+    Response items(const Request& req, const std::string& id);
+    Response item(const Request& req, const std::string& id, const std::string& feature_id);
+
+  private:
+    ServiceContext& ctx_;
+};
+
+}  // namespace trackd::http

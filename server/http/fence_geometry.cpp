@@ -1,0 +1,194 @@
+#include "fence_geometry.hpp"
+
+#include <cmath>
+#include <vector>
+
+#include <fmt/format.h>
+#include <geos_c.h>
+
+#include "problem.hpp"
+
+namespace trackd::http {
+namespace {
+
+extern "C" void on_geos_error(const char* message, void* userdata) {
+    *static_cast<std::string*>(userdata) = message != nullptr ? message : "";
+}
+
+// One GEOS context and everything allocated from it, freed in the right order.
+class Geos {
+  public:
+    Geos() : handle_(GEOS_init_r()) {
+        GEOSContext_setErrorMessageHandler_r(handle_, on_geos_error, &error_);
+    }
+    ~Geos() {
+        for (auto* g : owned_) GEOSGeom_destroy_r(handle_, g);
+        GEOS_finish_r(handle_);
+    }
+    Geos(const Geos&) = delete;
+    Geos& operator=(const Geos&) = delete;
+
+    [[nodiscard]] GEOSContextHandle_t h() const { return handle_; }
+    // Takes ownership of a geometry GEOS returned (nullptr passes through).
+    GEOSGeometry* own(GEOSGeometry* g) {
+        if (g != nullptr) owned_.push_back(g);
+        return g;
+    }
+    // Releases ownership (the geometry was handed to a collection that now owns it).
+    void disown(GEOSGeometry* g) { std::erase(owned_, g); }
+    [[nodiscard]] const std::string& error() const { return error_; }
+
+  private:
+    GEOSContextHandle_t handle_;
+    std::string error_;
+    std::vector<GEOSGeometry*> owned_;
+};
+
+[[noreturn]] void invalid(const std::string& detail) {
+    throw ProblemError(ProblemKind::invalid_geometry, "body: " + detail, "body");
+}
+
+std::string type_name(int id) {
+    switch (id) {
+        case GEOS_POINT:
+            return "Point";
+        case GEOS_LINESTRING:
+        case GEOS_LINEARRING:
+            return "LineString";
+        case GEOS_POLYGON:
+            return "Polygon";
+        case GEOS_MULTIPOINT:
+            return "MultiPoint";
+        case GEOS_MULTILINESTRING:
+            return "MultiLineString";
+        case GEOS_MULTIPOLYGON:
+            return "MultiPolygon";
+        default:
+            return "GeometryCollection";
+    }
+}
+
+// The polygons of `g` (a Polygon, MultiPolygon or a collection from make-valid), cloned.
+void collect_polygons(Geos& geos, const GEOSGeometry* g, std::vector<GEOSGeometry*>& out) {
+    const int type = GEOSGeomTypeId_r(geos.h(), g);
+    if (type == GEOS_POLYGON) {
+        if (GEOSisEmpty_r(geos.h(), g) == 0) out.push_back(GEOSGeom_clone_r(geos.h(), g));
+        return;
+    }
+    if (type == GEOS_MULTIPOLYGON || type == GEOS_GEOMETRYCOLLECTION) {
+        const int n = GEOSGetNumGeometries_r(geos.h(), g);
+        for (int i = 0; i < n; ++i) collect_polygons(geos, GEOSGetGeometryN_r(geos.h(), g, i), out);
+    }
+}
+
+GEOSGeometry* to_multipolygon(Geos& geos, const GEOSGeometry* g) {
+    std::vector<GEOSGeometry*> parts;
+    collect_polygons(geos, g, parts);
+    if (parts.empty()) return nullptr;
+    // The collection takes ownership of the parts.
+    return geos.own(GEOSGeom_createCollection_r(geos.h(), GEOS_MULTIPOLYGON, parts.data(),
+                                                static_cast<unsigned>(parts.size())));
+}
+
+}  // namespace
+
+FenceGeometry parse_fence(std::string_view geojson, bool repair) {
+    if (geojson.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+        throw ProblemError(ProblemKind::bad_body,
+                           "body: empty; send a GeoJSON Polygon or MultiPolygon (or a Feature "
+                           "holding one)",
+                           "body");
+    }
+    Geos geos;
+    GEOSGeoJSONReader* reader = GEOSGeoJSONReader_create_r(geos.h());
+    const std::string text(geojson);
+    GEOSGeometry* g = geos.own(GEOSGeoJSONReader_readGeometry_r(geos.h(), reader, text.c_str()));
+    GEOSGeoJSONReader_destroy_r(geos.h(), reader);
+    if (g == nullptr) {
+        // GEOS parses with nlohmann::json: its syntax errors say "json.exception.parse_error";
+        // anything else is JSON that is not acceptable GeoJSON (an unclosed ring, too few points).
+        const std::string& why = geos.error();
+        if (why.find("parse_error") != std::string::npos ||
+            why.find("type_error") != std::string::npos) {
+            throw ProblemError(ProblemKind::bad_body, "body: not valid GeoJSON: " + why, "body");
+        }
+        invalid("not an acceptable GeoJSON geometry: " + why);
+    }
+    const int type = GEOSGeomTypeId_r(geos.h(), g);
+    if (type != GEOS_POLYGON && type != GEOS_MULTIPOLYGON) {
+        invalid("a geofence must be a Polygon or MultiPolygon, got " + type_name(type));
+    }
+    if (GEOSisEmpty_r(geos.h(), g) != 0) invalid("the " + type_name(type) + " is empty");
+
+    double xmin = 0;
+    double xmax = 0;
+    double ymin = 0;
+    double ymax = 0;
+    GEOSGeom_getXMin_r(geos.h(), g, &xmin);
+    GEOSGeom_getXMax_r(geos.h(), g, &xmax);
+    GEOSGeom_getYMin_r(geos.h(), g, &ymin);
+    GEOSGeom_getYMax_r(geos.h(), g, &ymax);
+    if (!std::isfinite(xmin) || !std::isfinite(xmax) || xmin < -180 || xmax > 180) {
+        invalid(
+            fmt::format("longitudes span [{}, {}], outside [-180, 180] (coordinates are "
+                        "[longitude, latitude] in WGS 84)",
+                        xmin, xmax));
+    }
+    if (!std::isfinite(ymin) || !std::isfinite(ymax) || ymin < -90 || ymax > 90) {
+        invalid(
+            fmt::format("latitudes span [{}, {}], outside [-90, 90] (coordinates are "
+                        "[longitude, latitude] in WGS 84)",
+                        ymin, ymax));
+    }
+
+    FenceGeometry out;
+    char* reason = nullptr;
+    GEOSGeometry* location = nullptr;
+    const char valid = GEOSisValidDetail_r(geos.h(), g, 0, &reason, &location);
+    geos.own(location);
+    const std::string why = reason != nullptr ? reason : geos.error();
+    if (reason != nullptr) GEOSFree_r(geos.h(), reason);
+    if (valid == 2) invalid("GEOS could not check the geometry: " + why);
+
+    const GEOSGeometry* result = g;
+    if (valid == 0) {
+        if (!repair) {
+            std::string where;
+            double x = 0;
+            double y = 0;
+            if (location != nullptr && GEOSGeomGetX_r(geos.h(), location, &x) == 1 &&
+                GEOSGeomGetY_r(geos.h(), location, &y) == 1) {
+                where = fmt::format(" at or near [{}, {}]", x, y);
+            }
+            invalid(
+                fmt::format("the {} is invalid: {}{}; fix it, or send it with ?repair=true "
+                            "to have it made valid",
+                            type_name(type), why, where));
+        }
+        GEOSMakeValidParams* params = GEOSMakeValidParams_create_r(geos.h());
+        GEOSMakeValidParams_setMethod_r(geos.h(), params, GEOS_MAKE_VALID_STRUCTURE);
+        GEOSMakeValidParams_setKeepCollapsed_r(geos.h(), params, 0);
+        GEOSGeometry* fixed = geos.own(GEOSMakeValidWithParams_r(geos.h(), g, params));
+        GEOSMakeValidParams_destroy_r(geos.h(), params);
+        if (fixed == nullptr) invalid("repair failed: " + geos.error());
+        result = fixed;
+        out.repaired = true;
+    }
+    GEOSGeometry* multi = to_multipolygon(geos, result);
+    if (multi == nullptr) invalid("nothing with an area is left after repair");
+    if (GEOSisValid_r(geos.h(), multi) != 1) invalid("repair did not produce a valid geometry");
+    GEOSSetSRID_r(geos.h(), multi, 4326);
+
+    GEOSWKBWriter* writer = GEOSWKBWriter_create_r(geos.h());
+    GEOSWKBWriter_setOutputDimension_r(geos.h(), writer, 2);
+    GEOSWKBWriter_setIncludeSRID_r(geos.h(), writer, 1);
+    std::size_t size = 0;
+    unsigned char* hex = GEOSWKBWriter_writeHEX_r(geos.h(), writer, multi, &size);
+    GEOSWKBWriter_destroy_r(geos.h(), writer);
+    if (hex == nullptr) invalid("cannot encode the geometry: " + geos.error());
+    out.ewkb_hex.assign(reinterpret_cast<const char*>(hex), size);
+    GEOSFree_r(geos.h(), hex);
+    return out;
+}
+
+}  // namespace trackd::http

@@ -1,0 +1,58 @@
+#include "meta_service.hpp"
+
+#include "trackd/core/version.hpp"
+#include "trackd/db/migrations.hpp"
+
+#include "feature_writer.hpp"
+#include "problem.hpp"
+
+namespace trackd::http {
+
+void MetaService::add_routes(Router& router) {
+    router.add("GET", "/healthz", Access::open,
+               [](const Request& r, const auto&) { return healthz(r); });
+    router.add("GET", "/readyz", Access::open,
+               [this](const Request& r, const auto&) { return readyz(r); });
+    router.add("GET", "/api", Access::landing,
+               [](const Request& r, const auto&) { return api(r); });
+}
+
+Response MetaService::healthz(const Request& req) {
+    req.query.only({});
+    JsonWriter w;
+    w.begin_object();
+    w.key("status").value("ok");
+    w.key("version").value(core::version());
+    w.end_object();
+    return json_response(w.take());
+}
+
+Response MetaService::readyz(const Request& req) {
+    req.query.only({});
+    static const Statement st{"schema_version",
+                              "SELECT coalesce(max(version), 0) FROM trackd.schema_migrations"};
+    const int version = std::stoi(ctx_.pool.run(st).at(0, 0));
+    const int expected = db::expected_schema_version();
+    if (version != expected) {
+        throw ProblemError(ProblemKind::unavailable,
+                           "the database schema is at version " + std::to_string(version) +
+                               ", this trackd needs " + std::to_string(expected) +
+                               "; run `trackd migrate`");
+    }
+    JsonWriter w;
+    w.begin_object();
+    w.key("status").value("ready");
+    w.key("schema_version").value(version);
+    w.end_object();
+    return json_response(w.take());
+}
+
+Response MetaService::api(const Request& req) {
+    req.query.only({"f"});
+    Response r;
+    r.content_type = "application/vnd.oai.openapi+json;version=3.0";
+    r.body = kOpenApiDocument;
+    return r;
+}
+
+}  // namespace trackd::http

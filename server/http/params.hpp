@@ -1,0 +1,57 @@
+// Query and path parameters: parsing and range checks.
+//
+// Contract: every function either returns a value that is safe to bind to SQL (finite, in range,
+// ordered) or throws ProblemError 400 whose detail starts with the parameter's name and says
+// what is wrong. Nothing here touches the database.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "request.hpp"
+
+namespace trackd::http {
+
+struct BBox {
+    double min_lon = 0;
+    double min_lat = 0;
+    double max_lon = 0;
+    double max_lat = 0;
+};
+
+// A closed time interval in microseconds since the Unix epoch; an absent end is open.
+struct TimeInterval {
+    std::optional<std::int64_t> from_us;
+    std::optional<std::int64_t> to_us;
+};
+
+double parse_number(const std::string& name, const std::string& text);
+double parse_longitude(const std::string& name, const std::string& text);
+double parse_latitude(const std::string& name, const std::string& text);
+bool parse_bool(const std::string& name, const std::string& text);
+
+// "minLon,minLat,maxLon,maxLat", or the six-number 3D form (the heights are ignored).
+// A box crossing the antimeridian (minLon > maxLon) is refused, as is any min above its max.
+BBox parse_bbox(const std::string& name, const std::string& text);
+
+// `limit`: absent -> `fallback`; otherwise an integer in [1, max].
+int parse_limit(const QueryParams& q, int fallback, int max);
+
+// RFC 3339 date-time ("2026-11-30T01:02:03.456Z", "...+01:00"); fractions beyond microseconds
+// are truncated. Years 0001..9999.
+std::int64_t parse_rfc3339(const std::string& name, const std::string& text);
+
+// The earliest instant parse_rfc3339 accepts (0001-01-01T00:00:00Z), in microseconds.
+std::int64_t earliest_time_us();
+
+// UTC, "Z", with the fraction trimmed of trailing zeros ("2026-11-30T01:02:03.456Z").
+std::string format_rfc3339(std::int64_t us);
+
+// OGC API `datetime`: an instant, or "start/end" with ".." or "" for an open end.
+TimeInterval parse_datetime(const std::string& name, const std::string& text);
+
+// An identifier in a path (vehicle id, zone name): 1..max_len bytes, no control characters.
+void check_identifier(const std::string& name, const std::string& value, std::size_t max_len);
+
+}  // namespace trackd::http

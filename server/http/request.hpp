@@ -1,0 +1,68 @@
+// A parsed HTTP request and the response to it, independent of Beast, so that routing, access
+// control and parameter validation are tested without sockets.
+//
+// Contract: parse_target() splits a request target into percent-decoded path segments and query
+// parameters; it throws ProblemError (400) for malformed escapes, invalid UTF-8, NUL bytes and
+// parameters given twice, so that no such text ever reaches SQL or a response.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace trackd::http {
+
+class QueryParams {
+  public:
+    QueryParams() = default;
+    explicit QueryParams(std::vector<std::pair<std::string, std::string>> items)
+        : items_(std::move(items)) {}
+
+    [[nodiscard]] std::optional<std::string> get(std::string_view name) const;
+    [[nodiscard]] const std::vector<std::pair<std::string, std::string>>& items() const {
+        return items_;
+    }
+    // Throws 400 naming the first parameter not in `allowed`.
+    void only(std::initializer_list<std::string_view> allowed) const;
+
+  private:
+    std::vector<std::pair<std::string, std::string>> items_;
+};
+
+struct Request {
+    std::string method;                 // "GET", "PUT", ...
+    std::string path;                   // as received, without the query
+    std::vector<std::string> segments;  // decoded; a trailing empty segment is dropped
+    QueryParams query;
+    std::string host;           // Host header (validated), used to build absolute links
+    std::string authorization;  // Authorization header; never logged
+    std::string content_type;
+    std::string body;
+};
+
+struct Response {
+    int status = 200;
+    std::string content_type = "application/json";
+    std::string body;
+    std::vector<std::pair<std::string, std::string>> headers;
+};
+
+struct Target {
+    std::string path;
+    std::vector<std::string> segments;
+    QueryParams query;
+};
+
+Target parse_target(std::string_view target);
+
+// Percent-decoding ('+' is a space only in query strings); nullopt if an escape is malformed.
+std::optional<std::string> percent_decode(std::string_view s, bool plus_is_space);
+
+// Percent-encoding of one path segment or query value (RFC 3986 unreserved kept).
+std::string percent_encode(std::string_view s);
+
+bool valid_utf8(std::string_view s);
+
+}  // namespace trackd::http

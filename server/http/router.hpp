@@ -1,0 +1,58 @@
+// Routing: path pattern + method -> handler, with access control in front.
+//
+// Contract: handle() never throws and never answers 500 for bad input: an unknown path is 404,
+// a known path with another method 405 (with Allow), a missing/unknown token 401, too small a
+// scope 403, and a ProblemError from the handler becomes its problem document. Only an
+// unexpected exception (a bug, or a database error other than timeout/unreachable) is a 500,
+// and it is logged. Patterns are segment lists where "{}" matches any one segment; literal
+// segments are tried before "{}" ones because routes are matched in the order added.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "auth.hpp"
+#include "problem.hpp"
+#include "request.hpp"
+
+namespace trackd::http {
+
+// Who may call a route.
+enum class Access {
+    open,     // anyone (health checks)
+    landing,  // anyone when http.open_landing_pages, else a read token
+    read,     // a read or write token
+    write,    // a write token
+};
+
+// `args` holds the segments that matched "{}", in order.
+using Handler = std::function<Response(const Request& req, const std::vector<std::string>& args)>;
+
+class Router {
+  public:
+    Router(const Authenticator& auth, bool open_landing_pages)
+        : auth_(auth), open_landing_pages_(open_landing_pages) {}
+
+    void add(const std::string& method, const std::string& pattern, Access access, Handler handler);
+
+    [[nodiscard]] Response handle(const Request& req) const;
+
+  private:
+    struct Route {
+        std::string method;
+        std::vector<std::string> pattern;
+        Access access;
+        Handler handler;
+    };
+    [[nodiscard]] Response dispatch(const Request& req) const;
+
+    const Authenticator& auth_;
+    bool open_landing_pages_;
+    std::vector<Route> routes_;
+};
+
+// The response for a problem; `instance` is the request path.
+Response problem_response(const Problem& p, const std::string& instance);
+
+}  // namespace trackd::http

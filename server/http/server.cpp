@@ -1,0 +1,174 @@
+#include "trackd/http/server.hpp"
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+
+#include "trackd/core/error.hpp"
+#include "trackd/core/log.hpp"
+
+#include "api.hpp"
+#include "session.hpp"
+
+namespace trackd::http {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+using tcp = net::ip::tcp;
+
+namespace {
+
+// How long stop() lets requests in progress finish before it ends the I/O threads.
+constexpr std::chrono::seconds kStopGrace{5};
+
+// Accepts connections and starts a Session, on its own strand, for each.
+class Listener : public std::enable_shared_from_this<Listener> {
+  public:
+    Listener(net::io_context& ioc, tcp::acceptor acceptor, std::shared_ptr<SharedState> state)
+        : ioc_(ioc), acceptor_(std::move(acceptor)), state_(std::move(state)) {}
+
+    void run() { accept(); }
+    void stop() {
+        net::post(acceptor_.get_executor(), [self = shared_from_this()] {
+            beast::error_code ec;
+            self->acceptor_.close(ec);
+        });
+    }
+
+  private:
+    void accept() {
+        acceptor_.async_accept(net::make_strand(ioc_),
+                               beast::bind_front_handler(&Listener::on_accept, shared_from_this()));
+    }
+    void on_accept(beast::error_code ec, tcp::socket socket) {
+        if (!acceptor_.is_open() || state_->stopping.load()) return;
+        if (ec) {
+            // E.g. out of file descriptors: log and keep accepting, the condition may clear.
+            core::log::warn("http: accept failed", {{"error", ec.message()}});
+        } else {
+            std::make_shared<Session>(std::move(socket), state_)->run();
+        }
+        accept();
+    }
+
+    net::io_context& ioc_;
+    tcp::acceptor acceptor_;
+    std::shared_ptr<SharedState> state_;
+};
+
+tcp::acceptor bind_listener(net::io_context& ioc, const std::string& listen) {
+    const auto colon = listen.rfind(':');
+    std::string host = listen.substr(0, colon);
+    const std::string port = listen.substr(colon + 1);
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+        host = host.substr(1, host.size() - 2);
+    }
+    beast::error_code ec;
+    tcp::resolver resolver(ioc);
+    const auto results = resolver.resolve(host, port, tcp::resolver::passive, ec);
+    if (ec || results.empty()) {
+        throw core::StartupError("http.listen: cannot resolve '" + listen + "': " + ec.message());
+    }
+    const tcp::endpoint endpoint = results.begin()->endpoint();
+    tcp::acceptor acceptor(ioc);
+    const auto fail = [&](const char* what) {
+        throw core::StartupError("http.listen: cannot " + std::string(what) + " " + listen + ": " +
+                                 ec.message());
+    };
+    if (acceptor.open(endpoint.protocol(), ec)) fail("open");
+    if (acceptor.set_option(net::socket_base::reuse_address(true), ec)) fail("configure");
+    if (acceptor.bind(endpoint, ec)) fail("bind");
+    if (acceptor.listen(net::socket_base::max_listen_connections, ec)) fail("listen on");
+    return acceptor;
+}
+
+}  // namespace
+
+struct Server::Impl {
+    Impl(const config::Config& config)
+        : http(config.http),
+          api(config, config.http.listen),
+          ioc(config.http.threads),
+          state(std::make_shared<SharedState>(api, http)) {
+        auto acceptor = bind_listener(ioc, http.listen);
+        port = acceptor.local_endpoint().port();
+        listener = std::make_shared<Listener>(ioc, std::move(acceptor), state);
+    }
+
+    config::HttpConfig http;
+    Api api;
+    net::io_context ioc;
+    std::shared_ptr<SharedState> state;
+    std::shared_ptr<Listener> listener;
+    std::vector<std::thread> threads;
+    unsigned short port = 0;
+    bool started = false;
+    bool stopped = false;
+};
+
+Server::Server(const config::Config& config) : impl_(std::make_unique<Impl>(config)) {}
+
+Server::~Server() { stop(); }
+
+unsigned short Server::port() const { return impl_->port; }
+
+void Server::start() {
+    if (impl_->started) return;
+    impl_->started = true;
+    impl_->listener->run();
+    for (int i = 0; i < impl_->http.threads; ++i) {
+        impl_->threads.emplace_back([this] {
+            while (true) {
+                try {
+                    impl_->ioc.run();
+                    return;
+                } catch (const std::exception& e) {
+                    // A handler threw (it should not): keep the thread serving.
+                    core::log::error("http: unexpected exception", {{"error", e.what()}});
+                }
+            }
+        });
+    }
+    core::log::info("http: listening", {{"listen", impl_->http.listen},
+                                        {"port", std::to_string(impl_->port)},
+                                        {"threads", std::to_string(impl_->http.threads)}});
+}
+
+void Server::stop() {
+    if (impl_->stopped) return;
+    impl_->stopped = true;
+    impl_->state->stopping.store(true);
+    impl_->listener->stop();
+    // Collect under the lock, post outside it: a session whose last owner is this list runs
+    // its destructor here, and the destructor takes the same lock.
+    std::vector<std::shared_ptr<Session>> live;
+    {
+        const std::lock_guard lock(impl_->state->mutex);
+        for (auto& [ptr, weak] : impl_->state->sessions) {
+            if (auto s = weak.lock()) live.push_back(std::move(s));
+        }
+    }
+    for (auto& s : live) net::post(s->executor(), [s] { s->shutdown_if_idle(); });
+    live.clear();
+    if (impl_->started) {
+        const auto until = std::chrono::steady_clock::now() + kStopGrace;
+        while (std::chrono::steady_clock::now() < until) {
+            {
+                const std::lock_guard lock(impl_->state->mutex);
+                if (impl_->state->sessions.empty()) break;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+    }
+    impl_->ioc.stop();
+    for (auto& t : impl_->threads) t.join();
+    impl_->threads.clear();
+    core::log::info("http: stopped");
+}
+
+}  // namespace trackd::http

@@ -1,0 +1,23 @@
+// What every endpoint service shares: the connection pool and the HTTP settings.
+#pragma once
+
+#include <string>
+
+#include "trackd/config/config.hpp"
+
+#include "connection_pool.hpp"
+
+namespace trackd::http {
+
+struct ServiceContext {
+    ConnectionPool& pool;
+    const config::HttpConfig& http;
+    std::string fallback_host;  // for links when a request has no usable Host header
+};
+
+// Default page size of every list endpoint (capped by http.max_limit).
+inline constexpr int kDefaultLimit = 100;
+// Longest vehicle id / zone name accepted in a path.
+inline constexpr std::size_t kMaxIdentifierBytes = 1024;
+
+}  // namespace trackd::http

@@ -1,0 +1,282 @@
+#include "vehicle_service.hpp"
+
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "feature_writer.hpp"
+#include "params.hpp"
+#include "problem.hpp"
+
+namespace trackd::http {
+namespace {
+
+std::int64_t now_us() {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+// The default track window when `from` is not given.
+constexpr std::int64_t kDefaultTrackWindowUs = 24LL * 3600 * 1000000;
+
+[[noreturn]] void vehicle_not_found(const std::string& id) {
+    throw ProblemError(ProblemKind::resource_not_found,
+                       "vehicle_id: no vehicle '" + id + "' is known", "vehicle_id");
+}
+
+// A vehicle with no positions in the asked window still exists if trackd ever saw it.
+const Statement kVehicleExists{
+    "vehicle_exists",
+    "SELECT 1 FROM trackd.vehicle_current_state WHERE vehicle_id = $1 UNION ALL "
+    "SELECT 1 FROM trackd.vehicle_telemetry_history WHERE vehicle_id = $1 LIMIT 1"};
+
+}  // namespace
+
+void VehicleService::add_routes(Router& router) {
+    router.add("GET", "/v1/vehicles", Access::read,
+               [this](const Request& r, const auto&) { return list(r); });
+    router.add("GET", "/v1/vehicles/nearby", Access::read,
+               [this](const Request& r, const auto&) { return nearby(r); });
+    router.add("GET", "/v1/vehicles/{}", Access::read,
+               [this](const Request& r, const auto& a) { return get(r, a[0]); });
+    router.add("GET", "/v1/vehicles/{}/track", Access::read,
+               [this](const Request& r, const auto& a) { return track(r, a[0]); });
+}
+
+Response VehicleService::get(const Request& req, const std::string& vehicle_id) {
+    req.query.only({});
+    check_identifier("vehicle_id", vehicle_id, kMaxIdentifierBytes);
+    static const Statement st{"vehicle_get", std::string("SELECT ") + kVehicleColumns +
+                                                 " FROM trackd.vehicle_current_state "
+                                                 "WHERE vehicle_id = $1"};
+    const auto r = ctx_.pool.run(st, {vehicle_id});
+    if (r.rows() == 0) vehicle_not_found(vehicle_id);
+    JsonWriter w;
+    write_vehicle(w, r, 0);
+    return geojson_response(w.take());
+}
+
+Response VehicleService::list(const Request& req) {
+    const auto& q = req.query;
+    q.only({"bbox", "updated_since", "limit", "after"});
+    const int limit = parse_limit(q, kDefaultLimit, ctx_.http.max_limit);
+    SqlBuilder sql(std::string("SELECT ") + kVehicleColumns +
+                   " FROM trackd.vehicle_current_state WHERE true");
+    if (const auto text = q.get("bbox")) {
+        const BBox b = parse_bbox("bbox", *text);
+        sql += " AND geom && ST_MakeEnvelope(" + sql.bind(fmt::format("{}", b.min_lon)) + ", " +
+               sql.bind(fmt::format("{}", b.min_lat)) + ", " +
+               sql.bind(fmt::format("{}", b.max_lon)) + ", " +
+               sql.bind(fmt::format("{}", b.max_lat)) + ", 4326)";
+    }
+    if (const auto text = q.get("updated_since")) {
+        sql += " AND last_updated >= " +
+               sql.bind(format_rfc3339(parse_rfc3339("updated_since", *text))) + "::timestamptz";
+    }
+    if (const auto after = q.get("after")) {
+        check_identifier("after", *after, kMaxIdentifierBytes);
+        sql += " AND vehicle_id > " + sql.bind(*after);
+    }
+    // One row more than asked tells whether there is a next page. Ordered by the primary key,
+    // so that following `next` links returns every vehicle exactly once.
+    sql += " ORDER BY vehicle_id LIMIT " + sql.bind(std::to_string(limit + 1));
+    const auto r = ctx_.pool.run(statement_for(sql.sql()), sql.params());
+    const int n = std::min(r.rows(), limit);
+
+    JsonWriter w;
+    w.begin_object();
+    w.key("type").value("FeatureCollection");
+    w.key("features").begin_array();
+    for (int i = 0; i < n; ++i) write_vehicle(w, r, i);
+    w.end_array();
+    w.key("numberReturned").value(n);
+    w.key("links").begin_array();
+    write_link(w, "self", "application/geo+json", url_with(req, ctx_.fallback_host, {}));
+    if (r.rows() > limit) {
+        write_link(w, "next", "application/geo+json",
+                   url_with(req, ctx_.fallback_host, {{"after", r.at(n - 1, 0)}}));
+    }
+    w.end_array();
+    w.end_object();
+    return geojson_response(w.take());
+}
+
+Response VehicleService::nearby(const Request& req) {
+    const auto& q = req.query;
+    q.only({"lon", "lat", "radius_m", "limit"});
+    for (const char* name : {"lon", "lat", "radius_m"}) {
+        if (!q.get(name)) bad_parameter(name, "required");
+    }
+    const double lon = parse_longitude("lon", *q.get("lon"));
+    const double lat = parse_latitude("lat", *q.get("lat"));
+    const double radius = parse_number("radius_m", *q.get("radius_m"));
+    if (radius <= 0 || radius > kMaxNearbyRadiusM) {
+        bad_parameter("radius_m",
+                      fmt::format("{} is not in (0, {}] metres", radius, kMaxNearbyRadiusM));
+    }
+    const int limit = parse_limit(q, kDefaultLimit, ctx_.http.max_limit);
+    // ST_DWithin on geography is answered from the geography GiST index (V0005); the distance
+    // is PostGIS's geodesic (spheroid) distance, and the order is exact on it.
+    static const Statement st{
+        "vehicle_nearby",
+        std::string("WITH p AS (SELECT ST_SetSRID(ST_MakePoint($1, $2), 4326)::geography AS g) "
+                    "SELECT ") +
+            kVehicleColumns +
+            ", ST_Distance(v.geom::geography, p.g) AS distance_m "
+            "FROM trackd.vehicle_current_state v, p "
+            "WHERE ST_DWithin(v.geom::geography, p.g, $3) "
+            "ORDER BY distance_m, vehicle_id LIMIT $4"};
+    const auto r = ctx_.pool.run(st, {fmt::format("{}", lon), fmt::format("{}", lat),
+                                      fmt::format("{}", radius), std::to_string(limit)});
+    JsonWriter w;
+    w.begin_object();
+    w.key("type").value("FeatureCollection");
+    w.key("features").begin_array();
+    for (int i = 0; i < r.rows(); ++i) write_vehicle(w, r, i, {{"distance_m", r.at(i, 9)}});
+    w.end_array();
+    w.key("numberReturned").value(r.rows());
+    w.key("links").begin_array();
+    write_link(w, "self", "application/geo+json", url_with(req, ctx_.fallback_host, {}));
+    w.end_array();
+    w.end_object();
+    return geojson_response(w.take());
+}
+
+Response VehicleService::track(const Request& req, const std::string& vehicle_id) {
+    const auto& q = req.query;
+    q.only({"from", "to", "format", "limit"});
+    check_identifier("vehicle_id", vehicle_id, kMaxIdentifierBytes);
+    const std::int64_t to = q.get("to") ? parse_rfc3339("to", *q.get("to")) : now_us();
+    const std::int64_t from =
+        q.get("from") ? parse_rfc3339("from", *q.get("from"))
+                      // Not before year 1: PostgreSQL would refuse the text of an earlier instant.
+                      : std::max(to - kDefaultTrackWindowUs, earliest_time_us());
+    if (from > to) {
+        bad_parameter("from",
+                      "'" + format_rfc3339(from) + "' is after to '" + format_rfc3339(to) + "'");
+    }
+    const std::string format = q.get("format").value_or("line");
+    if (format != "line" && format != "points") {
+        bad_parameter("format", "'" + format + "' is not line or points");
+    }
+    const int limit = parse_limit(q, ctx_.http.max_limit, ctx_.http.max_limit);
+    const db::Params params{vehicle_id, format_rfc3339(from), format_rfc3339(to),
+                            std::to_string(limit + 1)};
+    // The positions in [from, to], in time order (ties by ingest order), one more than the limit
+    // to tell whether the track was cut.
+    const std::string window =
+        "SELECT recorded_at, geom, speed_kmh, heading_deg, accuracy_m, ingest_batch_id, "
+        "kafka_partition, kafka_offset FROM trackd.vehicle_telemetry_history "
+        "WHERE vehicle_id = $1 AND recorded_at >= $2::timestamptz AND recorded_at <= "
+        "$3::timestamptz ORDER BY recorded_at, ingest_batch_id, kafka_partition, kafka_offset "
+        "LIMIT $4::int8";
+
+    JsonWriter w;
+    if (format == "points") {
+        static const Statement st{
+            "vehicle_track_points",
+            "SELECT (extract(epoch FROM recorded_at) * 1000000)::int8, ST_X(geom), ST_Y(geom), "
+            "ST_Z(geom), speed_kmh, heading_deg, accuracy_m, "
+            "coalesce(ST_Distance(lag(geom) OVER w::geography, geom::geography), 0), "
+            "ingest_batch_id, kafka_partition, kafka_offset FROM (" +
+                window +
+                ") p WINDOW w AS (ORDER BY recorded_at, ingest_batch_id, kafka_partition, "
+                "kafka_offset) ORDER BY recorded_at, ingest_batch_id, kafka_partition, "
+                "kafka_offset"};
+        const auto r = ctx_.pool.run(st, params);
+        const int n = std::min(r.rows(), limit);
+        if (n == 0) {
+            if (ctx_.pool.run(kVehicleExists, {vehicle_id}).rows() == 0) {
+                vehicle_not_found(vehicle_id);
+            }
+        }
+        w.begin_object();
+        w.key("type").value("FeatureCollection");
+        w.key("features").begin_array();
+        for (int i = 0; i < n; ++i) {
+            w.begin_object();
+            w.key("type").value("Feature");
+            w.key("id").value(r.at(i, 8) + "-" + r.at(i, 9) + "-" + r.at(i, 10));
+            w.key("geometry").begin_object();
+            w.key("type").value("Point");
+            w.key("coordinates").begin_array().number_text(r.at(i, 1)).number_text(r.at(i, 2));
+            w.end_array().end_object();
+            w.key("properties").begin_object();
+            w.key("vehicle_id").value(vehicle_id);
+            w.key("recorded_at").value(format_rfc3339(std::stoll(r.at(i, 0))));
+            for (const auto& [name, col] : {std::pair{"altitude_m", 3},
+                                            {"speed_kmh", 4},
+                                            {"heading_deg", 5},
+                                            {"accuracy_m", 6}}) {
+                w.key(name);
+                if (const auto v = r.get(i, col)) {
+                    w.number_text(*v);
+                } else {
+                    w.null();
+                }
+            }
+            w.key("step_distance_m").number_text(r.at(i, 7));
+            w.end_object();
+            w.end_object();
+        }
+        w.end_array();
+        w.key("numberReturned").value(n);
+        w.key("truncated").value(r.rows() > limit);
+        w.end_object();
+        return geojson_response(w.take());
+    }
+
+    static const Statement st{
+        "vehicle_track_line",
+        "WITH p0 AS (" + window +
+            "), p AS (SELECT * FROM p0 ORDER BY recorded_at, ingest_batch_id, kafka_partition, "
+            "kafka_offset LIMIT $4::int8 - 1), "
+            "l AS (SELECT ST_MakeLine(geom ORDER BY recorded_at, ingest_batch_id, "
+            "kafka_partition, kafka_offset) AS line, count(*) AS n, "
+            "(extract(epoch FROM min(recorded_at)) * 1000000)::int8 AS t0, "
+            "(extract(epoch FROM max(recorded_at)) * 1000000)::int8 AS t1 FROM p) "
+            "SELECT n, t0, t1, "
+            "CASE WHEN n >= 2 THEN ST_AsGeoJSON(ST_Force2D(line), 9) "
+            "WHEN n = 1 THEN ST_AsGeoJSON(ST_Force2D(ST_PointN(line, 1)), 9) END, "
+            "CASE WHEN n >= 2 THEN ST_Length(line::geography) ELSE 0 END, "
+            "(SELECT count(*) FROM p0) > $4::int8 - 1 FROM l"};
+    const auto r = ctx_.pool.run(st, params);
+    const auto n = std::stoll(r.at(0, 0));
+    if (n == 0) {
+        if (ctx_.pool.run(kVehicleExists, {vehicle_id}).rows() == 0) vehicle_not_found(vehicle_id);
+    }
+    w.begin_object();
+    w.key("type").value("Feature");
+    w.key("id").value(vehicle_id);
+    w.key("geometry");
+    if (const auto g = r.get(0, 3)) {
+        w.raw(*g);
+    } else {
+        w.null();
+    }
+    w.key("properties").begin_object();
+    w.key("vehicle_id").value(vehicle_id);
+    w.key("points").value(static_cast<std::int64_t>(n));
+    w.key("distance_m").number_text(r.at(0, 4));
+    w.key("from").value(format_rfc3339(from));
+    w.key("to").value(format_rfc3339(to));
+    w.key("first_at");
+    if (n > 0) {
+        w.value(format_rfc3339(std::stoll(r.at(0, 1))));
+    } else {
+        w.null();
+    }
+    w.key("last_at");
+    if (n > 0) {
+        w.value(format_rfc3339(std::stoll(r.at(0, 2))));
+    } else {
+        w.null();
+    }
+    w.key("truncated").value(r.at(0, 5) == "t");
+    w.end_object();
+    w.end_object();
+    return geojson_response(w.take());
+}
+
+}  // namespace trackd::http

@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Reads trackd's Iceberg archive back with independent readers, for archive_test.cpp.
+
+Prints `key=value` lines that the C++ test asserts on; exits non-zero only when a reader fails.
+
+  compare  PostGIS history vs. PyIceberg (SqlCatalog on the same PostgreSQL): the exact set of
+           (vehicle_id, recorded_at, longitude, latitude), duplicates by Kafka coordinates, a
+           filtered scan that exercises the manifests' column bounds, and DuckDB's iceberg_scan
+           count on the current metadata file (extensions loaded from their PyPI packages).
+  avro     fastavro reads every manifest and manifest list under the table's metadata/ and
+           checks that every record field carries a field-id.
+  table    the current metadata: snapshot count, manifests of the current snapshot.
+  touch    commits a property change with PyIceberg (another writer of the same table).
+"""
+import argparse
+import glob
+import importlib
+import json
+import os
+import sys
+
+
+def catalog(pg_dsn):
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    uri = pg_dsn.replace("postgresql://", "postgresql+psycopg2://", 1)
+    return SqlCatalog("trackd", uri=uri)
+
+
+def duckdb_connection():
+    import duckdb
+
+    # Offline: the extensions come from the duckdb-extension-* wheels, never from the network.
+    con = duckdb.connect(config={"autoinstall_known_extensions": False,
+                                 "autoload_known_extensions": False})
+    for name in ("avro", "iceberg"):
+        mod = importlib.import_module("duckdb_extension_" + name)
+        path = glob.glob(os.path.join(os.path.dirname(mod.__file__), "extensions", "*",
+                                      "*.duckdb_extension"))[0]
+        con.execute(f"LOAD '{path}'")
+    return con
+
+
+def compare(args):
+    import psycopg2
+    from pyiceberg.expressions import EqualTo
+
+    pg = psycopg2.connect(args.pg)
+    cur = pg.cursor()
+    cur.execute("SELECT vehicle_id, (extract(epoch FROM recorded_at) * 1000000)::bigint, "
+                "ST_X(geom), ST_Y(geom), kafka_partition, kafka_offset "
+                "FROM trackd.vehicle_telemetry_history")
+    pg_rows = cur.fetchall()
+    pg_set = {(r[0], r[1], r[2], r[3]) for r in pg_rows}
+
+    table = catalog(args.pg).load_table(args.table)
+    data = table.scan(selected_fields=("vehicle_id", "recorded_at", "longitude", "latitude",
+                                       "kafka_partition", "kafka_offset")).to_arrow()
+    times = data.column("recorded_at").cast("int64").to_pylist()
+    ice = list(zip(data.column("vehicle_id").to_pylist(), times,
+                   data.column("longitude").to_pylist(), data.column("latitude").to_pylist()))
+    ice_set = set(ice)
+    coords = set(zip(data.column("kafka_partition").to_pylist(),
+                     data.column("kafka_offset").to_pylist()))
+    print(f"pg_rows={len(pg_rows)}")
+    print(f"pg_distinct={len(pg_set)}")
+    print(f"iceberg_rows={len(ice)}")
+    print(f"iceberg_distinct={len(ice_set)}")
+    print(f"iceberg_distinct_kafka={len(coords)}")
+    print(f"missing={len(pg_set - ice_set)}")
+    print(f"extra={len(ice_set - pg_set)}")
+
+    # A filtered scan: planning prunes files by the bounds trackd wrote, so wrong bounds show
+    # up as missing rows here.
+    vehicle = min(r[0] for r in pg_rows) if pg_rows else ""
+    cur.execute("SELECT count(*) FROM trackd.vehicle_telemetry_history WHERE vehicle_id = %s",
+                (vehicle,))
+    print(f"pg_vehicle_rows={cur.fetchone()[0]}")
+    print(f"iceberg_vehicle_rows={table.scan(row_filter=EqualTo('vehicle_id', vehicle)).to_arrow().num_rows}")
+
+    snapshot = table.current_snapshot()
+    summary = snapshot.summary if snapshot else None
+    print(f"summary_total_records={summary['total-records'] if summary else 0}")
+    print(f"summary_archive_seq={summary['trackd.archive-seq'] if summary else ''}")
+    print(f"property_archive_seq={table.properties.get('trackd.archive-seq', '')}")
+    offsets = json.loads(table.properties.get("kafka.offsets", "{}"))
+    cur.execute("SELECT kafka_partition, max(kafka_offset) + 1 FROM trackd.vehicle_telemetry_history "
+                "GROUP BY 1")
+    expected = {str(p): o for p, o in cur.fetchall()}
+    print(f"kafka_offsets_match={int(offsets == expected)}")
+
+    con = duckdb_connection()
+    count = con.execute("SELECT count(*) FROM iceberg_scan(?)", [table.metadata_location]).fetchone()[0]
+    print(f"duckdb_rows={count}")
+
+
+def field_ids_missing(schema):
+    missing = 0
+    if isinstance(schema, list):
+        return sum(field_ids_missing(s) for s in schema)
+    if not isinstance(schema, dict):
+        return 0
+    if schema.get("type") == "record":
+        for f in schema["fields"]:
+            if "field-id" not in f:
+                missing += 1
+            missing += field_ids_missing(f["type"])
+    elif schema.get("type") == "array":
+        missing += field_ids_missing(schema["items"])
+    return missing
+
+
+def avro(args):
+    import fastavro
+
+    files = sorted(glob.glob(os.path.join(args.dir, "metadata", "*.avro")))
+    lists = manifests = records = missing = bad_meta = 0
+    for path in files:
+        with open(path, "rb") as fh:
+            reader = fastavro.reader(fh)
+            schema = reader.writer_schema
+            records += sum(1 for _ in reader)
+            missing += field_ids_missing(schema)
+            meta = reader.metadata
+            if schema["name"] == "manifest_file":
+                lists += 1
+                bad_meta += int(meta.get("format-version") != "2" or "snapshot-id" not in meta)
+            else:
+                manifests += 1
+                for key in ("schema", "schema-id", "partition-spec", "partition-spec-id"):
+                    bad_meta += int(key not in meta)
+                bad_meta += int(meta.get("format-version") != "2" or meta.get("content") != "data")
+    print(f"avro_files={len(files)}")
+    print(f"manifest_lists={lists}")
+    print(f"manifests={manifests}")
+    print(f"avro_records={records}")
+    print(f"fields_without_id={missing}")
+    print(f"bad_metadata_keys={bad_meta}")
+
+
+def table_info(args):
+    import fastavro
+
+    table = catalog(args.pg).load_table(args.table)
+    md = table.metadata
+    print(f"snapshots={len(md.snapshots)}")
+    print(f"snapshot_log={len(md.snapshot_log)}")
+    snapshot = table.current_snapshot()
+    path = snapshot.manifest_list.replace("file://", "", 1)
+    with open(path, "rb") as fh:
+        print(f"current_manifests={sum(1 for _ in fastavro.reader(fh))}")
+    print(f"current_operation={snapshot.summary.operation.value}")
+    print(f"rows={table.scan().to_arrow().num_rows}")
+    print(f"duckdb_rows={duckdb_connection().execute('SELECT count(*) FROM iceberg_scan(?)', [table.metadata_location]).fetchone()[0]}")
+    print("snapshot_ids=" + ",".join(str(s.snapshot_id) for s in md.snapshots))
+    print(f"analyst_note={table.properties.get('analyst.note', '')}")
+
+
+def touch(args):
+    # A commit by another writer (PyIceberg through the same JDBC catalog): trackd's next commit
+    # must build on it, keeping the property.
+    table = catalog(args.pg).load_table(args.table)
+    with table.transaction() as tx:
+        tx.set_properties({"analyst.note": "kept"})
+    print(f"metadata_location={catalog(args.pg).load_table(args.table).metadata_location}")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("compare")
+    c.add_argument("--pg", required=True)
+    c.add_argument("--table", default="trackd.vehicle_positions")
+    a = sub.add_parser("avro")
+    a.add_argument("--dir", required=True)
+    t = sub.add_parser("table")
+    t.add_argument("--pg", required=True)
+    t.add_argument("--table", default="trackd.vehicle_positions")
+    w = sub.add_parser("touch")
+    w.add_argument("--pg", required=True)
+    w.add_argument("--table", default="trackd.vehicle_positions")
+    args = p.parse_args()
+    {"compare": compare, "avro": avro, "table": table_info, "touch": touch}[args.cmd](args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,426 @@
+// The Iceberg archive end to end: history ingested by trackd from the real broker into the real
+// PostGIS, archived by `trackd run` / `trackd archive`, then read back by independent readers
+// (PyIceberg's SqlCatalog on the same PostgreSQL, DuckDB's iceberg_scan, fastavro) through
+// tests/integration/archive_check.py, in the project's .venv (scripts/python-env.sh).
+#include <filesystem>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "support/ingest_harness.hpp"
+
+namespace trackd::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kLockName = "trackd.archive trackd.trackd.vehicle_positions";
+
+std::map<std::string, std::string> parse_kv(const std::string& out) {
+    std::map<std::string, std::string> kv;
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);) {
+        const auto eq = line.find('=');
+        if (eq != std::string::npos && line.find(' ') > eq)
+            kv[line.substr(0, eq)] = line.substr(eq + 1);
+    }
+    return kv;
+}
+
+std::string env_prefix(const std::map<std::string, std::string>& env) {
+    std::string out = "env";
+    for (const auto& [k, v] : env) out += " " + k + "=" + shell_quote(v);
+    return out + " ";
+}
+
+// The archive's settings for one test: a fresh warehouse, quick commits.
+class ArchiveFixture {
+  public:
+    ArchiveFixture(const std::string& dsn, const std::string& tag)
+        : dsn_(dsn),
+          warehouse_(::testing::TempDir() + "trackd-wh-" + tag + "-" + std::to_string(getpid())) {
+        fs::remove_all(warehouse_);
+        fs::create_directories(warehouse_);
+    }
+    ~ArchiveFixture() {
+        std::error_code ec;
+        fs::remove_all(warehouse_, ec);
+    }
+
+    [[nodiscard]] std::string table_dir() const { return warehouse_ + "/trackd/vehicle_positions"; }
+
+    [[nodiscard]] std::map<std::string, std::string> env(
+        std::map<std::string, std::string> extra = {}) const {
+        std::map<std::string, std::string> e = {{"TRACKD_PG_DSN", dsn_},
+                                                {"TRACKD_ARCHIVE_WAREHOUSE", warehouse_},
+                                                {"TRACKD_ARCHIVE_COMMIT_INTERVAL_S", "1"},
+                                                {"TRACKD_ARCHIVE_POLL_INTERVAL_MS", "100"}};
+        for (auto& [k, v] : extra) e[k] = v;
+        return e;
+    }
+
+    CommandResult archive(const std::string& args,
+                          const std::map<std::string, std::string>& extra = {}) const {
+        return run_command(env_prefix(env(extra)) + trackd_binary() + " archive " + args);
+    }
+
+    std::unique_ptr<ChildProcess> start_archiver(const std::string& log,
+                                                 std::map<std::string, std::string> extra = {}) {
+        return std::make_unique<ChildProcess>(std::vector<std::string>{trackd_binary(), "archive"},
+                                              env(std::move(extra)), log);
+    }
+
+    std::map<std::string, std::string> check(const std::string& what) const {
+        const std::string py = std::string(TRACKD_SOURCE_DIR) + "/.venv/bin/python " +
+                               TRACKD_SOURCE_DIR + "/tests/integration/archive_check.py ";
+        const auto r = run_command(
+            py + what +
+            (what == "avro" ? " --dir " + shell_quote(table_dir()) : " --pg " + shell_quote(dsn_)));
+        EXPECT_EQ(r.exit_code, 0) << r.output;
+        return parse_kv(r.output);
+    }
+
+  private:
+    std::string dsn_;
+    std::string warehouse_;
+};
+
+std::int64_t query_int(const std::string& dsn, const std::string& sql) {
+    db::Connection conn(dsn, "test");
+    const auto v = conn.query(sql).get(0, 0);
+    return v ? std::stoll(*v) : -1;
+}
+
+// Every assertion of "the table holds exactly the history, once".
+void expect_exact(const std::map<std::string, std::string>& c) {
+    ASSERT_TRUE(c.count("pg_rows") && c.count("duckdb_rows")) << "archive_check.py failed";
+    EXPECT_NE(c.at("pg_rows"), "0");
+    EXPECT_EQ(c.at("iceberg_rows"), c.at("pg_rows"));
+    EXPECT_EQ(c.at("iceberg_distinct"), c.at("pg_distinct"));
+    EXPECT_EQ(c.at("iceberg_distinct_kafka"), c.at("pg_rows")) << "a row archived twice";
+    EXPECT_EQ(c.at("missing"), "0");
+    EXPECT_EQ(c.at("extra"), "0");
+    EXPECT_EQ(c.at("iceberg_vehicle_rows"), c.at("pg_vehicle_rows"));
+    EXPECT_EQ(c.at("summary_total_records"), c.at("pg_rows"));
+    EXPECT_EQ(c.at("summary_archive_seq"), c.at("property_archive_seq"));
+    EXPECT_EQ(c.at("kafka_offsets_match"), "1");
+    EXPECT_EQ(c.at("duckdb_rows"), c.at("pg_rows"));
+}
+
+void expect_avro_ok(const std::map<std::string, std::string>& a) {
+    ASSERT_TRUE(a.count("fields_without_id")) << "archive_check.py avro failed";
+    EXPECT_EQ(a.at("fields_without_id"), "0");
+    EXPECT_EQ(a.at("bad_metadata_keys"), "0");
+    EXPECT_GE(std::stoi(a.at("manifest_lists")), 1);
+    EXPECT_GE(std::stoi(a.at("manifests")), 1);
+}
+
+bool wait_for_log(const std::string& path, const std::string& text, std::chrono::seconds timeout) {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < until) {
+        if (IngestHarness::read_file(path).find(text) != std::string::npos) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+}
+
+TEST(Archive, IngestedHistoryReadBackByPyIcebergDuckDbAndFastavro) {
+    IngestHarness h("arch", 4);
+    ArchiveFixture a(h.db().dsn(), "arch");
+    constexpr int kMessages = 30000;
+    h.produce(300, kMessages);
+    // trackd run archives as it ingests (archive.enabled); the test waits for an exact state.
+    auto env = a.env({{"TRACKD_ARCHIVE_ENABLED", "true"}});
+    env.erase("TRACKD_PG_DSN");
+    auto trackd = h.start_trackd(env);
+    ASSERT_TRUE(h.wait_drained(kMessages, std::chrono::seconds(300)))
+        << IngestHarness::read_file(h.log_path());
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (query_int(h.db().dsn(),
+                     "SELECT coalesce(max(archived_seq), 0) FROM "
+                     "trackd.archive_progress") <= 0 &&
+           std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    trackd->kill(SIGTERM);
+    ASSERT_TRUE(trackd->wait_for(std::chrono::seconds(20)));
+    EXPECT_EQ(trackd->exit_code(), 0) << IngestHarness::read_file(h.log_path());
+    EXPECT_NE(IngestHarness::read_file(h.log_path()).find("archive committed"), std::string::npos)
+        << "trackd run should have archived while ingesting";
+
+    // Whatever the running archiver had not committed yet.
+    auto once = a.archive("--once");
+    ASSERT_EQ(once.exit_code, 0) << once.output;
+    h.check_accounting(load_manifest(h.manifest_path()));
+    expect_exact(a.check("compare"));
+    expect_avro_ok(a.check("avro"));
+
+    // The database's mirror of the progress agrees with the table.
+    const auto info = a.check("table");
+    EXPECT_EQ(info.at("current_operation"), "append");
+    EXPECT_EQ(query_int(h.db().dsn(),
+                        "SELECT count(*) FROM trackd.ingest_batches WHERE "
+                        "archive_seq IS NULL OR archive_seq > (SELECT archived_seq "
+                        "FROM trackd.archive_progress)"),
+              0);
+
+    // Nothing new: a second run commits nothing.
+    once = a.archive("--once");
+    ASSERT_EQ(once.exit_code, 0) << once.output;
+    EXPECT_NE(once.output.find("archived 0 rows in 0 commits"), std::string::npos) << once.output;
+
+    // One archiver at a time: with the lock held elsewhere, --once refuses and says so.
+    db::Connection holder(h.db().dsn(), "test lock holder");
+    ASSERT_EQ(
+        holder.query("SELECT pg_try_advisory_lock(hashtextextended($1, 0))", {kLockName}).at(0, 0),
+        "t");
+    once = a.archive("--once");
+    EXPECT_EQ(once.exit_code, 3) << once.output;
+    EXPECT_NE(once.output.find("another archiver holds the lock"), std::string::npos)
+        << once.output;
+}
+
+// The reason the progress marker is not "the highest archived batch id": batch ids come from a
+// sequence but writers commit in parallel, so a lower id can commit after a higher one.
+TEST(Archive, BatchCommittingLaterWithALowerIdIsArchivedOnce) {
+    TestDatabase db("archorder");
+    auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
+                         " migrate");
+    ASSERT_EQ(m.exit_code, 0) << m.output;
+    ArchiveFixture a(db.dsn(), "archorder");
+    auto insert = [](db::Connection& c, std::int64_t batch, int partition) {
+        c.query(
+            "INSERT INTO trackd.vehicle_telemetry_history SELECT 'veh-' || g, now() - g * "
+            "interval '1 minute', ST_SetSRID(ST_MakePoint(13 + g * 0.001, 52, 0), 4326), NULL, "
+            "NULL, NULL, NULL, $1::bigint, $2::int, $3::bigint * 1000 + g FROM "
+            "generate_series(1, 10) g",
+            {std::to_string(batch), std::to_string(partition), std::to_string(batch)});
+    };
+    db::Connection slow(db.dsn(), "test slow writer");
+    db::Connection fast(db.dsn(), "test fast writer");
+    slow.exec_script("BEGIN");
+    const auto low =
+        std::stoll(slow.query("SELECT nextval('trackd.ingest_batch_id_seq')").at(0, 0));
+    insert(slow, low, 0);
+    fast.exec_script("BEGIN");
+    const auto high =
+        std::stoll(fast.query("SELECT nextval('trackd.ingest_batch_id_seq')").at(0, 0));
+    ASSERT_LT(low, high);
+    insert(fast, high, 1);
+    fast.exec_script("COMMIT");
+
+    auto once = a.archive("--once");
+    ASSERT_EQ(once.exit_code, 0) << once.output;
+    EXPECT_NE(once.output.find("archived 10 rows"), std::string::npos) << once.output;
+
+    slow.exec_script("COMMIT");  // the lower id commits after the higher one was archived
+    // Another writer (PyIceberg) commits while this archiver has written its new metadata file
+    // but not swapped it in: the compare-and-swap fails, the archiver reloads and commits on top.
+    const std::string log = ::testing::TempDir() + "archorder-" + std::to_string(getpid()) + ".log";
+    const std::string release = log + ".go";
+    fs::remove(log);
+    fs::remove(release);
+    ChildProcess archiver({trackd_binary(), "archive", "--once"},
+                          a.env({{"TRACKD_TEST_ARCHIVE_PAUSE_AT", "metadata-written@" + release}}),
+                          log);
+    ASSERT_TRUE(wait_for_log(log, "archive paused at metadata-written", std::chrono::seconds(60)))
+        << IngestHarness::read_file(log);
+    EXPECT_NE(a.check("touch").count("metadata_location"), 0U);
+    std::ofstream(release) << "go";
+    EXPECT_EQ(archiver.wait(), 0) << IngestHarness::read_file(log);
+    EXPECT_NE(IngestHarness::read_file(log).find("archive commit conflict, retrying"),
+              std::string::npos)
+        << IngestHarness::read_file(log);
+    const auto c = a.check("compare");
+    expect_exact(c);
+    EXPECT_EQ(c.at("iceberg_rows"), "20");
+    EXPECT_EQ(a.check("table").at("analyst_note"), "kept");
+}
+
+TEST(Archive, SurvivesSigkillAtRandomMomentsAndDuringCommits) {
+    IngestHarness h("archcrash", 4);
+    ArchiveFixture a(h.db().dsn(), "archcrash");
+    constexpr int kMessages = 60000;
+    // Ingest goes on (trackd run, archive disabled) while archivers are killed.
+    ChildProcess fleet(h.fleet_command(500, kMessages, 4000), {},
+                       ::testing::TempDir() + "archcrash-fleet.log");
+    auto trackd = h.start_trackd();
+    const std::string log =
+        ::testing::TempDir() + "archcrash-archiver-" + std::to_string(getpid()) + ".log";
+    // Small files so that a commit writes several, and kills land between them too.
+    const std::map<std::string, std::string> small = {
+        {"TRACKD_ARCHIVE_TARGET_FILE_BYTES", "65536"}};
+
+    // Exactly at each step of a commit: after the data files, after the new metadata file,
+    // inside the catalog transaction before COMMIT, and right after COMMIT.
+    int kills = 0;
+    for (const char* point :
+         {"data-files-written", "metadata-written", "catalog-transaction", "committed"}) {
+        auto env = small;
+        env["TRACKD_TEST_ARCHIVE_PAUSE_AT"] = point;
+        fs::remove(log);
+        auto archiver = a.start_archiver(log, env);
+        ASSERT_TRUE(
+            wait_for_log(log, std::string("archive paused at ") + point, std::chrono::seconds(120)))
+            << IngestHarness::read_file(log);
+        archiver->kill(SIGKILL);
+        archiver->wait();
+        ++kills;
+    }
+    // And at random moments while ingest goes on.
+    std::mt19937 rng(4242);
+    std::uniform_int_distribution<int> run_ms(200, 2500);
+    int random_kills = 0;
+    while (random_kills < 6 || fleet.running()) {
+        auto archiver = a.start_archiver(log, small);
+        std::this_thread::sleep_for(std::chrono::milliseconds(run_ms(rng)));
+        ASSERT_TRUE(archiver->running()) << IngestHarness::read_file(log);
+        archiver->kill(SIGKILL);
+        archiver->wait();
+        ++random_kills;
+        ASSERT_LT(random_kills, 200);
+    }
+    ASSERT_EQ(fleet.wait(), 0);
+    ASSERT_TRUE(h.wait_drained(kMessages, std::chrono::seconds(300)))
+        << IngestHarness::read_file(h.log_path());
+    trackd->kill(SIGTERM);
+    trackd->wait();
+
+    const auto once = a.archive("--once", small);
+    ASSERT_EQ(once.exit_code, 0) << once.output;
+    std::printf("[ measured ] archiver killed %d times at commit steps, %d at random moments\n",
+                kills, random_kills);
+    h.check_accounting(load_manifest(h.manifest_path()));
+    expect_exact(a.check("compare"));
+    expect_avro_ok(a.check("avro"));
+}
+
+TEST(Archive, RetentionKeepsPartitionsUntilTheirRowsAreArchived) {
+    TestDatabase db("archret");
+    auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
+                         " migrate");
+    ASSERT_EQ(m.exit_code, 0) << m.output;
+    ArchiveFixture a(db.dsn(), "archret");
+    db::Connection conn(db.dsn(), "test");
+    conn.query(
+        "SELECT trackd.create_history_partitions(now() - interval '12 days', "
+        "now() - interval '9 days', 'day')");
+    const auto old_partitions = [&] {
+        return std::stoi(conn.query("SELECT count(*) FROM trackd.history_partitions() WHERE NOT "
+                                    "is_default AND range_to <= now() - interval '8 days'")
+                             .at(0, 0));
+    };
+    const int old_before = old_partitions();  // 3 or 4, depending on the time of day
+    ASSERT_GE(old_before, 3);
+    auto insert_old = [&](int batch) {
+        conn.query(
+            "INSERT INTO trackd.vehicle_telemetry_history SELECT 'veh-' || g, now() - interval "
+            "'10 days 12 hours' + g * interval '1 minute', ST_SetSRID(ST_MakePoint(13, 52, 0), "
+            "4326), NULL, NULL, NULL, NULL, $1::bigint, 0, $1::bigint * 1000 + g FROM "
+            "generate_series(1, 5) g",
+            {std::to_string(batch)});
+    };
+    insert_old(1);
+    auto once = a.archive("--once");
+    ASSERT_EQ(once.exit_code, 0) << once.output;
+    insert_old(2);  // not archived yet
+
+    // The guard: the partition holding batch 2 stays, the empty ones go.
+    EXPECT_EQ(conn.query("SELECT trackd.drop_history_partitions_before(now() - interval "
+                         "'8 days')")
+                  .at(0, 0),
+              std::to_string(old_before - 1));
+    EXPECT_EQ(old_partitions(), 1);
+    EXPECT_EQ(query_int(db.dsn(), "SELECT count(*) FROM trackd.vehicle_telemetry_history"), 10);
+
+    // Archiving with postgis.retention set commits batch 2, then drops the partition.
+    once = a.archive("--once", {{"TRACKD_POSTGIS_RETENTION", "8 days"}});
+    ASSERT_EQ(once.exit_code, 0) << once.output;
+    EXPECT_EQ(old_partitions(), 0);
+    EXPECT_EQ(query_int(db.dsn(), "SELECT count(*) FROM trackd.vehicle_telemetry_history"), 0);
+    const auto info = a.check("table");
+    EXPECT_EQ(info.at("rows"), "10") << "the dropped rows are in the archive";
+}
+
+TEST(Archive, MaintenanceAfter200CommitsExpiresMergesAndDeletesOrphans) {
+    TestDatabase db("archmaint");
+    auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
+                         " migrate");
+    ASSERT_EQ(m.exit_code, 0) << m.output;
+    ArchiveFixture a(db.dsn(), "archmaint");
+    db::Connection conn(db.dsn(), "test");
+    auto insert = [&](int batch) {
+        conn.query(
+            "INSERT INTO trackd.vehicle_telemetry_history SELECT 'veh-' || (g % 3), now() - g * "
+            "interval '1 second' - $1::bigint::int * interval '1 minute', "
+            "ST_SetSRID(ST_MakePoint(13 + g * "
+            "0.01, 52, 0), 4326), 10, NULL, NULL, NULL, $1::bigint, 0, $1::bigint * 100 + g FROM "
+            "generate_series(1, 7) g",
+            {std::to_string(batch)});
+    };
+    for (int i = 1; i <= 200; ++i) {
+        insert(i);
+        const auto once = a.archive("--once");
+        ASSERT_EQ(once.exit_code, 0) << once.output;
+        ASSERT_NE(once.output.find("in 1 commits"), std::string::npos) << once.output;
+    }
+    // Orphans: a commit killed after its files were written, and a stray file.
+    insert(201);
+    std::set<std::string> before;
+    for (const auto& e : fs::recursive_directory_iterator(a.table_dir())) {
+        before.insert(e.path().string());
+    }
+    const std::string log = ::testing::TempDir() + "archmaint-" + std::to_string(getpid()) + ".log";
+    {
+        auto archiver =
+            a.start_archiver(log, {{"TRACKD_TEST_ARCHIVE_PAUSE_AT", "metadata-written"}});
+        ASSERT_TRUE(
+            wait_for_log(log, "archive paused at metadata-written", std::chrono::seconds(60)))
+            << IngestHarness::read_file(log);
+        archiver->kill(SIGKILL);
+        archiver->wait();
+    }
+    std::vector<std::string> orphans;
+    for (const auto& e : fs::recursive_directory_iterator(a.table_dir())) {
+        if (e.is_regular_file() && before.count(e.path().string()) == 0) {
+            orphans.push_back(e.path().string());
+        }
+    }
+    orphans.push_back(a.table_dir() + "/data/stray.parquet");
+    std::ofstream(orphans.back()) << "not referenced by anything";
+    ASSERT_GE(orphans.size(), 4U) << "data file, manifest, metadata file, stray file";
+    auto once = a.archive("--once");  // commits batch 201 properly
+    ASSERT_EQ(once.exit_code, 0) << once.output;
+    EXPECT_EQ(a.check("table").at("snapshots"), "201");
+
+    const auto r = a.archive("maintain", {{"TRACKD_ARCHIVE_SNAPSHOT_MAX_AGE_S", "0"},
+                                          {"TRACKD_ARCHIVE_MIN_SNAPSHOTS_TO_KEEP", "5"},
+                                          {"TRACKD_ARCHIVE_MAX_MANIFESTS", "4"},
+                                          {"TRACKD_ARCHIVE_ORPHAN_MIN_AGE_S", "0"}});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("201 manifests merged, 197 snapshots expired"), std::string::npos)
+        << r.output;
+    const auto info = a.check("table");
+    EXPECT_EQ(info.at("snapshots"), "5");
+    EXPECT_EQ(info.at("snapshot_log"), "5");
+    EXPECT_EQ(info.at("current_manifests"), "1");
+    EXPECT_EQ(info.at("current_operation"), "replace");
+    EXPECT_EQ(info.at("rows"), "1407");
+    EXPECT_EQ(info.at("duckdb_rows"), "1407");
+    for (const auto& o : orphans) EXPECT_FALSE(fs::exists(o)) << o;
+    // Only what the five kept snapshots reference is left: 5 manifest lists, the merged
+    // manifest and the 201 small ones the four kept appends still use.
+    const auto avro = a.check("avro");
+    expect_avro_ok(avro);
+    EXPECT_EQ(avro.at("manifest_lists"), "5");
+    EXPECT_EQ(avro.at("manifests"), "202");
+
+    // The merged manifest carries its entries' sequence numbers: appends on top still read right.
+    insert(202);
+    once = a.archive("--once");
+    ASSERT_EQ(once.exit_code, 0) << once.output;
+    expect_exact(a.check("compare"));
+}
+
+}  // namespace
+}  // namespace trackd::test

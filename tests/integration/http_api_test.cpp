@@ -1,0 +1,559 @@
+// The HTTP API against the real local PostgreSQL/PostGIS, with fixed fixture data
+// (support/http_fixture.hpp): exact vehicle sets, distances against PostGIS, paging, geofence
+// writes, OGC API - Features, errors, limits, timeouts and access control.
+#include <cmath>
+#include <set>
+#include <thread>
+
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "support/child_process.hpp"
+#include "support/http_fixture.hpp"
+#include "support/process.hpp"
+#include "support/services.hpp"
+
+namespace trackd::test {
+namespace {
+
+std::vector<std::string> ids(simdjson::dom::element fc) {
+    std::vector<std::string> out;
+    for (auto f : fc["features"].get_array()) out.push_back(str(f["id"]));
+    return out;
+}
+
+// Follows `next` links from `first`, returning every id in order and checking each page.
+std::vector<std::string> all_pages(const HttpClient& client, const std::string& first,
+                                   std::size_t page_size) {
+    std::vector<std::string> out;
+    std::string target = first;
+    for (int pages = 0; !target.empty(); ++pages) {
+        EXPECT_LT(pages, 1000) << "paging does not end";
+        const auto r = client.get(target);
+        EXPECT_EQ(r.status, 200) << target << " " << r.body;
+        if (r.status != 200) break;
+        const auto doc = r.json();
+        const auto page = ids(doc);
+        EXPECT_LE(page.size(), page_size);
+        EXPECT_EQ(static_cast<std::size_t>(int64_t(doc["numberReturned"])), page.size());
+        out.insert(out.end(), page.begin(), page.end());
+        const auto next = link(doc, "next");
+        target = next.empty() ? "" : path_of(next);
+    }
+    return out;
+}
+
+// Status and the problem's `parameter`.
+std::pair<int, std::string> outcome(const HttpResponse& r) {
+    std::string parameter;
+    if (r.header("content-type") == "application/problem+json") {
+        std::string_view p;
+        if (r.json()["parameter"].get(p) == simdjson::SUCCESS) parameter = std::string(p);
+        EXPECT_EQ(int64_t(r.json()["status"]), r.status);
+    }
+    return {r.status, parameter};
+}
+
+std::string file_text(const std::string& path) {
+    const auto r = run_command("cat " + shell_quote(path));
+    return r.output;
+}
+
+class HttpApi : public HttpFixture {};
+
+TEST_F(HttpApi, VehicleById) {
+    const auto r = read_->get("/v1/vehicles/in-1");
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.header("content-type"), "application/geo+json");
+    const auto f = r.json();
+    EXPECT_EQ(str(f["type"]), "Feature");
+    EXPECT_EQ(str(f["id"]), "in-1");
+    EXPECT_EQ(str(f["geometry"]["type"]), "Point");
+    EXPECT_DOUBLE_EQ(double(f["geometry"]["coordinates"].at(0)), 13.05);
+    EXPECT_DOUBLE_EQ(double(f["geometry"]["coordinates"].at(1)), 52.05);
+    EXPECT_EQ(str(f["properties"]["last_updated"]), "2025-06-01T10:05:00Z");
+    EXPECT_DOUBLE_EQ(double(f["properties"]["speed_kmh"]), 42.5);
+    EXPECT_DOUBLE_EQ(double(f["properties"]["altitude_m"]), 35);
+    EXPECT_EQ(str(f["properties"]["attributes"]["fleet"]), "north");
+
+    const auto missing = read_->get("/v1/vehicles/nobody");
+    EXPECT_EQ(outcome(missing), std::make_pair(404, std::string("vehicle_id")));
+    EXPECT_EQ(missing.header("content-type"), "application/problem+json");
+}
+
+TEST_F(HttpApi, BBoxAndUpdatedSince) {
+    auto r = read_->get("/v1/vehicles?bbox=12.95,51.95,13.15,52.15");
+    ASSERT_EQ(r.status, 200) << r.body;
+    // Points on the box's edge are in the box.
+    EXPECT_EQ(ids(r.json()), (std::vector<std::string>{"edge", "in-1", "in-2"}));
+    r = read_->get("/v1/vehicles?bbox=12.95,51.95,13.15,52.15&updated_since=2025-06-01T10:00:00Z");
+    EXPECT_EQ(ids(r.json()), (std::vector<std::string>{"in-1", "in-2"}));
+    r = read_->get(
+        "/v1/vehicles?bbox=12.95,51.95,13.15,52.15&updated_since=2025-06-01T11:00:00%2B01:00");
+    EXPECT_EQ(ids(r.json()), (std::vector<std::string>{"in-1", "in-2"}));
+}
+
+TEST_F(HttpApi, PagingReturnsEveryVehicleExactlyOnce) {
+    auto expected_rows =
+        sql("SELECT vehicle_id FROM trackd.vehicle_current_state ORDER BY vehicle_id");
+    std::vector<std::string> expected;
+    for (int i = 0; i < expected_rows.rows(); ++i) expected.push_back(expected_rows.at(i, 0));
+    ASSERT_EQ(expected.size(), 46U);
+    for (const std::size_t size : {1U, 4U, 7U, 46U, 100U}) {
+        EXPECT_EQ(all_pages(*read_, "/v1/vehicles?limit=" + std::to_string(size), size), expected)
+            << "page size " << size;
+    }
+    // With a bbox (the p-* row only) the next links keep the filter.
+    const auto row = all_pages(*read_, "/v1/vehicles?bbox=9.99,49.99,10.5,50.01&limit=5", 5);
+    ASSERT_EQ(row.size(), 37U);
+    EXPECT_EQ(row.front(), "p-00");
+    EXPECT_EQ(row.back(), "p-36");
+}
+
+TEST_F(HttpApi, NearbyIsOrderedAndMatchesPostgisDistances) {
+    const double lon = 13.04;
+    const double lat = 52.06;
+    const auto r = read_->get("/v1/vehicles/nearby?lon=13.04&lat=52.06&radius_m=20000&limit=50");
+    ASSERT_EQ(r.status, 200) << r.body;
+    const auto expected = sql(
+        "SELECT vehicle_id, ST_Distance(geom::geography, ST_SetSRID(ST_MakePoint($1, $2), "
+        "4326)::geography) d FROM trackd.vehicle_current_state WHERE ST_Distance(geom::geography, "
+        "ST_SetSRID(ST_MakePoint($1, $2), 4326)::geography) <= 20000 ORDER BY d",
+        {std::to_string(lon), std::to_string(lat)});
+    const auto features = r.json()["features"].get_array();
+    ASSERT_EQ(static_cast<int>(features.size()), expected.rows());
+    // out-2 is 20235 m away: just beyond the radius.
+    ASSERT_EQ(expected.rows(), 4);
+    EXPECT_EQ(ids(r.json()), (std::vector<std::string>{"in-1", "in-2", "edge", "out-1"}));
+    double previous = -1;
+    int i = 0;
+    for (auto f : features) {
+        const double d = f["properties"]["distance_m"];
+        EXPECT_EQ(str(f["id"]), expected.at(i, 0));
+        EXPECT_NEAR(d, std::stod(expected.at(i, 1)), 0.5) << str(f["id"]);
+        EXPECT_GE(d, previous);
+        previous = d;
+        ++i;
+    }
+    // The radius bounds the answer; limit keeps the nearest.
+    const auto two = read_->get("/v1/vehicles/nearby?lon=13.04&lat=52.06&radius_m=20000&limit=2");
+    EXPECT_EQ(ids(two.json()), (std::vector<std::string>{expected.at(0, 0), expected.at(1, 0)}));
+    const auto none = read_->get("/v1/vehicles/nearby?lon=0&lat=0&radius_m=1000");
+    EXPECT_EQ(ids(none.json()).size(), 0U);
+}
+
+TEST_F(HttpApi, TrackLineMatchesPostgisLength) {
+    const auto r =
+        read_->get("/v1/vehicles/in-1/track?from=2025-06-01T10:00:00Z&to=2025-06-01T10:05:00Z");
+    ASSERT_EQ(r.status, 200) << r.body;
+    const auto f = r.json();
+    EXPECT_EQ(str(f["geometry"]["type"]), "LineString");
+    EXPECT_EQ(f["geometry"]["coordinates"].get_array().size(), 6U);
+    EXPECT_DOUBLE_EQ(double(f["geometry"]["coordinates"].at(0).at(0)), 13.0);
+    EXPECT_DOUBLE_EQ(double(f["geometry"]["coordinates"].at(5).at(0)), 13.05);
+    EXPECT_EQ(int64_t(f["properties"]["points"]), 6);
+    EXPECT_EQ(str(f["properties"]["first_at"]), "2025-06-01T10:00:00Z");
+    EXPECT_EQ(str(f["properties"]["last_at"]), "2025-06-01T10:05:00Z");
+    EXPECT_FALSE(bool(f["properties"]["truncated"]));
+    const double expected = std::stod(
+        sql("SELECT ST_Length(ST_MakeLine(geom ORDER BY recorded_at)::geography) FROM "
+            "trackd.vehicle_telemetry_history WHERE vehicle_id = 'in-1' AND recorded_at BETWEEN "
+            "'2025-06-01T10:00:00Z' AND '2025-06-01T10:05:00Z'")
+            .at(0, 0));
+    ASSERT_GT(expected, 3000);
+    EXPECT_NEAR(double(f["properties"]["distance_m"]), expected, 0.5);
+
+    // Points: time order, per-step geodesic distances that add up to the same length.
+    const auto p = read_->get(
+        "/v1/vehicles/in-1/track?from=2025-06-01T10:00:00Z&to=2025-06-01T10:05:00Z&format=points");
+    ASSERT_EQ(p.status, 200) << p.body;
+    double sum = 0;
+    std::string previous;
+    int n = 0;
+    for (auto pt : p.json()["features"].get_array()) {
+        const auto at = str(pt["properties"]["recorded_at"]);
+        EXPECT_GT(at, previous);
+        previous = at;
+        sum += double(pt["properties"]["step_distance_m"]);
+        if (n == 0) {
+            EXPECT_EQ(double(pt["properties"]["step_distance_m"]), 0.0);
+        }
+        ++n;
+    }
+    EXPECT_EQ(n, 6);
+    EXPECT_NEAR(sum, expected, 0.5);
+
+    // limit cuts the track and says so.
+    const auto cut = read_->get(
+        "/v1/vehicles/in-1/track?from=2025-06-01T10:00:00Z&to=2025-06-01T10:05:00Z&limit=3");
+    EXPECT_EQ(int64_t(cut.json()["properties"]["points"]), 3);
+    EXPECT_TRUE(bool(cut.json()["properties"]["truncated"]));
+
+    // One position: a Point; none: null geometry; an unknown vehicle: 404.
+    const auto one =
+        read_->get("/v1/vehicles/out-1/track?from=2025-06-01T00:00:00Z&to=2025-06-02T00:00:00Z");
+    EXPECT_EQ(str(one.json()["geometry"]["type"]), "Point");
+    EXPECT_EQ(double(one.json()["properties"]["distance_m"]), 0.0);
+    const auto empty =
+        read_->get("/v1/vehicles/out-1/track?from=2024-06-01T00:00:00Z&to=2024-06-02T00:00:00Z");
+    ASSERT_EQ(empty.status, 200);
+    EXPECT_TRUE(empty.json()["geometry"].is_null());
+    EXPECT_EQ(int64_t(empty.json()["properties"]["points"]), 0);
+    // A window at the start of year 1: nothing there, and no date PostgreSQL cannot read.
+    EXPECT_EQ(int64_t(read_->get("/v1/vehicles/in-1/track?to=0001-01-01T10:00:00Z")
+                          .json()["properties"]["points"]),
+              0);
+    EXPECT_EQ(outcome(read_->get("/v1/vehicles/ghost/track")),
+              std::make_pair(404, std::string("vehicle_id")));
+}
+
+TEST_F(HttpApi, GeofenceInsideAndOutsideExactly) {
+    auto r = read_->get("/v1/geofences/square/vehicles?state=inside");
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(ids(r.json()), (std::vector<std::string>{"edge", "in-1", "in-2"}));
+    r = read_->get("/v1/geofences/square/vehicles");  // inside is the default
+    EXPECT_EQ(ids(r.json()), (std::vector<std::string>{"edge", "in-1", "in-2"}));
+
+    r = read_->get("/v1/geofences/donut/vehicles?state=inside");
+    EXPECT_EQ(ids(r.json()), (std::vector<std::string>{"hole-edge", "partb", "ring"}));
+
+    // Outside: everyone else, each with the geodesic distance to the zone as PostGIS measures it.
+    r = read_->get("/v1/geofences/donut/vehicles?state=outside&limit=1000");
+    ASSERT_EQ(r.status, 200) << r.body;
+    const auto expected =
+        sql("SELECT v.vehicle_id, ST_Distance(z.fence_geom::geography, v.geom::geography) FROM "
+            "trackd.vehicle_current_state v, trackd.geofence_zones z WHERE z.zone_name = 'donut' "
+            "AND v.vehicle_id NOT IN ('hole-edge', 'partb', 'ring') ORDER BY v.vehicle_id");
+    const auto features = r.json()["features"].get_array();
+    ASSERT_EQ(static_cast<int>(features.size()), expected.rows());
+    int i = 0;
+    for (auto f : features) {
+        EXPECT_EQ(str(f["id"]), expected.at(i, 0));
+        const double m = f["properties"]["meters_outside"];
+        EXPECT_NEAR(m, std::stod(expected.at(i, 1)), 0.5) << expected.at(i, 0);
+        EXPECT_GT(m, 0);
+        if (expected.at(i, 0) == "hole") {
+            EXPECT_NEAR(m, 3424, 200);  // to the hole's nearest edge, 0.05° of longitude
+        }
+        ++i;
+    }
+    // Paging outside returns each vehicle once.
+    const auto paged = all_pages(*read_, "/v1/geofences/donut/vehicles?state=outside&limit=6", 6);
+    EXPECT_EQ(paged.size(), static_cast<std::size_t>(expected.rows()));
+    EXPECT_EQ(std::set<std::string>(paged.begin(), paged.end()).size(), paged.size());
+
+    EXPECT_EQ(outcome(read_->get("/v1/geofences/nowhere/vehicles")),
+              std::make_pair(404, std::string("zone_name")));
+    EXPECT_EQ(outcome(read_->get("/v1/geofences/square/vehicles?state=near")),
+              std::make_pair(400, std::string("state")));
+}
+
+TEST_F(HttpApi, GeofenceWriteReadDelete) {
+    const std::string depot =
+        R"({"type":"Feature","properties":{},"geometry":{"type":"Polygon","coordinates":)"
+        R"([[[13.01,52.01],[13.06,52.01],[13.06,52.06],[13.01,52.06],[13.01,52.01]]]}})";
+    auto r = write_->request("PUT", "/v1/geofences/depot%201", depot, "application/geo+json");
+    ASSERT_EQ(r.status, 201) << r.body;
+    EXPECT_EQ(r.header("location"), "/v1/geofences/depot%201");
+    EXPECT_EQ(str(r.json()["geometry"]["type"]), "MultiPolygon");
+    EXPECT_FALSE(bool(r.json()["properties"]["repaired"]));
+    EXPECT_EQ(ids(read_->get("/v1/geofences/depot%201/vehicles").json()),
+              (std::vector<std::string>{"in-1"}));
+
+    // Replacing answers 200 and takes effect at once.
+    const std::string bigger =
+        R"({"type":"MultiPolygon","coordinates":[[[[13.01,52.01],[13.06,52.01],[13.06,52.09],)"
+        R"([13.01,52.09],[13.01,52.01]]]]})";
+    r = write_->request("PUT", "/v1/geofences/depot%201", bigger, "application/json");
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(ids(read_->get("/v1/geofences/depot%201/vehicles").json()),
+              (std::vector<std::string>{"in-1", "in-2"}));
+
+    r = read_->get("/v1/geofences/depot%201");
+    ASSERT_EQ(r.status, 200);
+    EXPECT_EQ(str(r.json()["properties"]["zone_name"]), "depot 1");
+    EXPECT_NEAR(double(r.json()["properties"]["area_m2"]),
+                std::stod(sql("SELECT ST_Area(fence_geom::geography) FROM "
+                              "trackd.geofence_zones WHERE zone_name = 'depot 1'")
+                              .at(0, 0)),
+                0.5);
+    EXPECT_EQ(ids(read_->get("/v1/geofences").json()),
+              (std::vector<std::string>{"depot 1", "donut", "square"}));
+
+    // An invalid polygon: 422 naming the problem and where; with repair=true it is stored.
+    const std::string bowtie =
+        R"({"type":"Polygon","coordinates":[[[13,52],[13.2,52.2],[13.2,52],[13,52.2],[13,52]]]})";
+    r = write_->request("PUT", "/v1/geofences/bow", bowtie, "application/geo+json");
+    EXPECT_EQ(outcome(r), std::make_pair(422, std::string("body")));
+    EXPECT_NE(str(r.json()["detail"]).find("Self-intersection at or near [13.1, 52.1]"),
+              std::string::npos)
+        << r.body;
+    EXPECT_EQ(read_->get("/v1/geofences/bow").status, 404);
+    r = write_->request("PUT", "/v1/geofences/bow?repair=true", bowtie, "application/geo+json");
+    ASSERT_EQ(r.status, 201) << r.body;
+    EXPECT_TRUE(bool(r.json()["properties"]["repaired"]));
+    EXPECT_EQ(sql("SELECT ST_IsValid(fence_geom), ST_NumGeometries(fence_geom) FROM "
+                  "trackd.geofence_zones WHERE zone_name = 'bow'")
+                  .at(0, 1),
+              "2");
+
+    EXPECT_EQ(write_->request("DELETE", "/v1/geofences/depot%201").status, 204);
+    EXPECT_EQ(outcome(write_->request("DELETE", "/v1/geofences/depot%201")),
+              std::make_pair(404, std::string("zone_name")));
+    EXPECT_EQ(read_->get("/v1/geofences/depot%201").status, 404);
+
+    // Write needs the write scope.
+    EXPECT_EQ(read_->request("PUT", "/v1/geofences/x", depot, "application/json").status, 403);
+    EXPECT_EQ(read_->request("DELETE", "/v1/geofences/square").status, 403);
+    EXPECT_EQ(HttpClient(server_->port())
+                  .request("PUT", "/v1/geofences/x", depot, "application/json")
+                  .status,
+              401);
+    EXPECT_EQ(sql("SELECT count(*) FROM trackd.geofence_zones WHERE zone_name = 'x'").at(0, 0),
+              "0");
+}
+
+TEST_F(HttpApi, OgcApiFeatures) {
+    auto r = HttpClient(server_->port()).get("/");  // open landing page
+    ASSERT_EQ(r.status, 200);
+    const std::string base = "http://127.0.0.1:" + std::to_string(server_->port());
+    EXPECT_EQ(link(r.json(), "conformance"), base + "/conformance");
+    EXPECT_EQ(link(r.json(), "service-desc"), base + "/api");
+    EXPECT_EQ(link(r.json(), "data"), base + "/collections");
+    r = read_->get("/conformance");
+    EXPECT_NE(r.body.find("http://www.opengis.net/spec/ogcapi-features-1/1.0/conf/core"),
+              std::string::npos);
+    r = read_->get("/collections");
+    std::vector<std::string> collections;
+    for (auto c : r.json()["collections"].get_array()) collections.push_back(str(c["id"]));
+    EXPECT_EQ(collections, (std::vector<std::string>{"vehicles", "positions", "geofences"}));
+    EXPECT_EQ(read_->get("/collections/positions").status, 200);
+    EXPECT_EQ(outcome(read_->get("/collections/trucks")),
+              std::make_pair(404, std::string("collectionId")));
+
+    r = read_->get("/collections/vehicles/items?bbox=12.95,51.95,13.15,52.15");
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(int64_t(r.json()["numberMatched"]), 3);
+    EXPECT_EQ(int64_t(r.json()["numberReturned"]), 3);
+    EXPECT_EQ(ids(r.json()), (std::vector<std::string>{"edge", "in-1", "in-2"}));
+
+    // positions: datetime interval, time order, paging exactly once, items by id.
+    r = read_->get(
+        "/collections/positions/items?datetime=2025-06-01T10:01:00Z/2025-06-01T10:03:00Z");
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(ids(r.json()), (std::vector<std::string>{"7-0-101", "7-0-102", "7-0-103"}));
+    r = read_->get("/collections/positions/items?datetime=../2025-06-01T10:00:00Z");
+    EXPECT_EQ(ids(r.json()), (std::vector<std::string>{"8-1-201", "7-0-100"}));
+    const auto all = all_pages(*read_, "/collections/positions/items?limit=3", 3);
+    EXPECT_EQ(all, (std::vector<std::string>{"8-1-201", "7-0-100", "7-0-101", "7-0-102", "7-0-103",
+                                             "7-0-104", "7-0-105", "8-0-200"}));
+    r = read_->get("/collections/positions/items?limit=3");
+    EXPECT_EQ(int64_t(r.json()["numberMatched"]), 8);
+    r = read_->get("/collections/positions/items/7-0-102");
+    ASSERT_EQ(r.status, 200);
+    EXPECT_EQ(str(r.json()["properties"]["recorded_at"]), "2025-06-01T10:02:00Z");
+    EXPECT_EQ(outcome(read_->get("/collections/positions/items/7-0-999")),
+              std::make_pair(404, std::string("featureId")));
+    EXPECT_EQ(read_->get("/collections/positions/items/not-an-id").status, 404);
+
+    // geofences: a bbox selects by real intersection, not just bounding boxes.
+    r = read_->get("/collections/geofences/items?bbox=14.06,52.06,14.14,52.14");  // in the hole
+    EXPECT_EQ(ids(r.json()).size(), 0U);
+    r = read_->get("/collections/geofences/items?bbox=13.05,52.05,14.01,52.06");
+    EXPECT_EQ(ids(r.json()), (std::vector<std::string>{"donut", "square"}));
+    EXPECT_EQ(str(read_->get("/collections/geofences/items/square").json()["geometry"]["type"]),
+              "MultiPolygon");
+    EXPECT_EQ(str(read_->get("/collections/vehicles/items/hole").json()["id"]), "hole");
+    EXPECT_EQ(HttpClient(server_->port()).get("/collections/vehicles/items").status, 401);
+}
+
+TEST_F(HttpApi, BadInputAnswers4xxNamingTheParameter) {
+    const std::vector<std::tuple<std::string, int, std::string>> cases = {
+        {"/v1/vehicles?bbox=west,south,east,north", 400, "bbox"},
+        {"/v1/vehicles?bbox=13,91,14,92", 400, "bbox"},
+        {"/v1/vehicles?bbox=14,52,13,53", 400, "bbox"},
+        {"/v1/vehicles?limit=1001", 400, "limit"},
+        {"/v1/vehicles?updated_since=2025-06-01", 400, "updated_since"},
+        {"/v1/vehicles/nearby?lon=13&lat=90.01&radius_m=5", 400, "lat"},
+        {"/v1/vehicles/in-1/track?to=soon", 400, "to"},
+        {"/v1/geofences/square/vehicles?state=under", 400, "state"},
+        {"/collections/positions/items?datetime=2025-13-01T00:00:00Z", 400, "datetime"},
+        {"/v1/vehicles?sort=name", 400, "sort"},
+        {"/v1/vehicles/%ZZ", 400, "path"},
+        {"/v1/nothing", 404, ""},
+    };
+    for (const auto& [target, status, parameter] : cases) {
+        const auto r = read_->get(target);
+        EXPECT_EQ(outcome(r), std::make_pair(status, parameter)) << target << " " << r.body;
+        EXPECT_EQ(r.header("content-type"), "application/problem+json") << target;
+    }
+    const auto r405 = read_->request("POST", "/v1/vehicles");
+    EXPECT_EQ(r405.status, 405);
+    EXPECT_EQ(r405.header("allow"), "GET");
+    const auto r415 = write_->request("PUT", "/v1/geofences/z", "{}", "text/csv");
+    EXPECT_EQ(outcome(r415), std::make_pair(415, std::string("Content-Type")));
+    const auto r400 = write_->request("PUT", "/v1/geofences/z", "{\"type\":", "application/json");
+    EXPECT_EQ(outcome(r400), std::make_pair(400, std::string("body")));
+    const auto r413 =
+        write_->request("PUT", "/v1/geofences/z", std::string(70 * 1024, ' '), "application/json");
+    EXPECT_EQ(outcome(r413), std::make_pair(413, std::string("body")));
+    const auto r431 =
+        read_->request("GET", "/v1/vehicles", "", "", {{"X-Padding", std::string(5000, 'x')}});
+    EXPECT_EQ(r431.status, 431);
+}
+
+TEST_F(HttpApi, HealthReadinessAndAccess) {
+    const HttpClient anonymous(server_->port());
+    EXPECT_EQ(anonymous.get("/healthz").status, 200);
+    auto ready = anonymous.get("/readyz");
+    ASSERT_EQ(ready.status, 200) << ready.body;
+    EXPECT_EQ(int64_t(ready.json()["schema_version"]), db::expected_schema_version());
+    const auto denied = anonymous.get("/v1/vehicles");
+    EXPECT_EQ(outcome(denied), std::make_pair(401, std::string("Authorization")));
+    EXPECT_EQ(denied.header("www-authenticate"), "Bearer realm=\"trackd\"");
+    EXPECT_EQ(HttpClient(server_->port(), "not-a-known-token-000").get("/v1/vehicles").status, 401);
+    EXPECT_EQ(anonymous.get("/api").status, 200);
+
+    // A schema that is not this build's: not ready, saying what to run.
+    sql("INSERT INTO trackd.schema_migrations (version, name) VALUES (999, 'future')");
+    ready = anonymous.get("/readyz");
+    EXPECT_EQ(ready.status, 503);
+    EXPECT_NE(ready.body.find("schema is at version 999"), std::string::npos) << ready.body;
+}
+
+TEST_F(HttpApi, LandingPagesCanBeClosed) {
+    server_.reset();
+    start([](config::Config& c) { c.http.open_landing_pages = false; });
+    const HttpClient anonymous(server_->port());
+    EXPECT_EQ(anonymous.get("/").status, 401);
+    EXPECT_EQ(anonymous.get("/collections").status, 401);
+    EXPECT_EQ(anonymous.get("/healthz").status, 200);
+    EXPECT_EQ(read_->get("/").status, 200);
+}
+
+TEST_F(HttpApi, StatementTimeoutAnswers503) {
+    server_.reset();
+    start([](config::Config& c) { c.http.statement_timeout_ms = 300; });
+    // Another session holds a lock the query needs; statement_timeout ends the wait.
+    db::Connection locker(db_.dsn(), "test locker");
+    locker.exec_script("BEGIN; LOCK TABLE trackd.vehicle_current_state IN ACCESS EXCLUSIVE MODE");
+    const auto r = read_->get("/v1/vehicles?limit=5");
+    EXPECT_EQ(r.status, 503) << r.body;
+    EXPECT_NE(r.body.find("http.statement_timeout_ms"), std::string::npos) << r.body;
+    locker.exec_script("ROLLBACK");
+    EXPECT_EQ(read_->get("/v1/vehicles?limit=5").status, 200);  // the connection is fine again
+}
+
+TEST_F(HttpApi, DatabaseDownAnswers503NotAnError) {
+    server_.reset();
+    start([](config::Config& c) {
+        c.pg.dsn = "postgresql://postgres@127.0.0.1:1/none";
+        c.pg.connect_timeout_s = 2;
+    });
+    EXPECT_EQ(read_->get("/healthz").status, 200);
+    EXPECT_EQ(read_->get("/readyz").status, 503);
+    EXPECT_EQ(read_->get("/v1/vehicles/in-1").status, 503);
+}
+
+// Raw sockets: keep-alive, and connections that send nothing or too little are closed.
+class RawConnection {
+  public:
+    explicit RawConnection(unsigned short port) : socket_(ioc_) {
+        socket_.connect(
+            boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port));
+    }
+    void send(const std::string& text) { boost::asio::write(socket_, boost::asio::buffer(text)); }
+    // Reads until the server closes the connection; returns everything read.
+    std::string read_to_close() {
+        std::string out;
+        boost::system::error_code ec;
+        std::array<char, 4096> buf{};
+        while (!ec) {
+            const auto n = socket_.read_some(boost::asio::buffer(buf), ec);
+            out.append(buf.data(), n);
+        }
+        return out;
+    }
+
+  private:
+    boost::asio::io_context ioc_;
+    boost::asio::ip::tcp::socket socket_;
+};
+
+TEST_F(HttpApi, KeepAliveAndTimeouts) {
+    server_.reset();
+    start([](config::Config& c) {
+        c.http.idle_timeout_ms = 200;
+        c.http.read_timeout_ms = 300;
+    });
+    // Two requests on one connection, then the connection idles and is closed by the server.
+    RawConnection keep(server_->port());
+    keep.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+    const std::string both = keep.read_to_close();
+    std::size_t count = 0;
+    for (auto p = both.find("HTTP/1.1 200"); p != std::string::npos;
+         p = both.find("HTTP/1.1 200", p + 1)) {
+        ++count;
+    }
+    EXPECT_EQ(count, 2U) << both;
+
+    // A client that never finishes its request does not hold the connection.
+    RawConnection slow(server_->port());
+    slow.send("GET /healthz HTTP/1.1\r\nHost: x\r\n");
+    EXPECT_EQ(slow.read_to_close(), "");
+
+    // Garbage is a 400 and the end of the connection.
+    RawConnection garbage(server_->port());
+    garbage.send("HELLO\r\n\r\n");
+    EXPECT_EQ(garbage.read_to_close().rfind("HTTP/1.1 400", 0), 0U);
+}
+
+// The binary: `trackd run` serves the API beside ingest and stops both on SIGTERM.
+TEST(TrackdRun, ServesHttpAndStopsOnSigterm) {
+    TestDatabase db("http_run");
+    {
+        db::Connection conn(db.dsn(), "test");
+        db::migrate(conn);
+    }
+    // A free port: bind to 0, read it, release it for trackd.
+    unsigned short port = 0;
+    {
+        boost::asio::io_context ioc;
+        boost::asio::ip::tcp::acceptor a(
+            ioc, boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
+        port = a.local_endpoint().port();
+    }
+    const std::string log = ::testing::TempDir() + "trackd-http-run.log";
+    ChildProcess trackd({trackd_binary(), "run"},
+                        {{"TRACKD_PG_DSN", db.dsn()},
+                         {"TRACKD_KAFKA_BROKERS", kafka_brokers()},
+                         {"TRACKD_KAFKA_TOPIC", "trackd-http-run-" + std::to_string(getpid())},
+                         {"TRACKD_KAFKA_GROUP", "trackd-http-run"},
+                         {"TRACKD_HTTP_LISTEN", "127.0.0.1:" + std::to_string(port)},
+                         {"TRACKD_HTTP_TOKENS_DASHBOARD", std::string("read:") + kReadToken}},
+                        log);
+    // Wait for it to listen (start-up includes connecting to Kafka and PostgreSQL).
+    HttpResponse health;
+    for (int i = 0; i < 600 && health.status != 200; ++i) {
+        try {
+            health = HttpClient(port).get("/healthz");
+        } catch (const std::exception&) {
+            ASSERT_TRUE(trackd.running()) << file_text(log);
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+    }
+    ASSERT_EQ(health.status, 200) << file_text(log);
+    EXPECT_EQ(HttpClient(port, kReadToken).get("/readyz").status, 200);
+    EXPECT_EQ(HttpClient(port, kReadToken).get("/v1/vehicles").status, 200);
+    EXPECT_EQ(HttpClient(port).get("/v1/vehicles").status, 401);
+    trackd.kill(SIGTERM);
+    EXPECT_EQ(trackd.wait(), 0) << file_text(log);
+    const std::string text = file_text(log);
+    EXPECT_NE(text.find("http: stopped"), std::string::npos) << text;
+    EXPECT_EQ(text.find(kReadToken), std::string::npos) << "a token was logged";
+}
+
+}  // namespace
+}  // namespace trackd::test
