@@ -8,6 +8,8 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
+#include "trackd/core/json.hpp"
+
 namespace trackd::core::log {
 namespace {
 
@@ -29,34 +31,6 @@ constexpr std::string_view name(Level l) {
     return "info";
 }
 
-void json_escape(std::string& out, std::string_view s) {
-    for (const char c : s) {
-        switch (c) {
-            case '"':
-                out += "\\\"";
-                break;
-            case '\\':
-                out += "\\\\";
-                break;
-            case '\n':
-                out += "\\n";
-                break;
-            case '\r':
-                out += "\\r";
-                break;
-            case '\t':
-                out += "\\t";
-                break;
-            default:
-                if (static_cast<unsigned char>(c) < 0x20) {
-                    out += fmt::format("\\u{:04x}", static_cast<int>(c));
-                } else {
-                    out += c;
-                }
-        }
-    }
-}
-
 }  // namespace
 
 void configure(std::string_view level, std::string_view format) {
@@ -73,13 +47,13 @@ void write(Level level, std::string_view message, Fields fields) {
     std::string line;
     if (g_json) {
         line = fmt::format(R"({{"ts":"{:%FT%TZ}","level":"{}","msg":")", now, name(level));
-        json_escape(line, message);
+        core::append_json_escaped(line, message);
         line += '"';
         for (const auto& [k, v] : fields) {
             line += ",\"";
-            json_escape(line, k);
+            core::append_json_escaped(line, k);
             line += "\":\"";
-            json_escape(line, v);
+            core::append_json_escaped(line, v);
             line += '"';
         }
         line += "}\n";

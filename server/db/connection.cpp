@@ -14,6 +14,14 @@ std::string trim(std::string s) {
     return s;
 }
 
+// Server NOTICEs (e.g. "moved N rows from the default partition") go to the log, not raw stderr.
+void log_notice(void* /*arg*/, const PGresult* res) {
+    std::string message = trim(PQresultErrorMessage(res));
+    core::log::debug("postgresql notice", {{"message", message}});
+}
+
+}  // namespace
+
 [[noreturn]] void throw_result_error(pg_conn* conn, PGresult* res) {
     std::string state;
     std::string message;
@@ -26,14 +34,6 @@ std::string trim(std::string s) {
     if (message.empty()) message = trim(PQerrorMessage(conn));
     throw DbError(message.empty() ? "unknown PostgreSQL error" : message, state);
 }
-
-// Server NOTICEs (e.g. "moved N rows from the default partition") go to the log, not raw stderr.
-void log_notice(void* /*arg*/, const PGresult* res) {
-    std::string message = trim(PQresultErrorMessage(res));
-    core::log::debug("postgresql notice", {{"message", message}});
-}
-
-}  // namespace
 
 bool DbError::connection_lost() const noexcept {
     return sqlstate_.empty() || sqlstate_.rfind("08", 0) == 0 || sqlstate_ == "57P01" ||

@@ -11,28 +11,7 @@
 #include "problem.hpp"
 
 namespace trackd::http {
-namespace {
-
-std::string trim(std::string s) {
-    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-    return s;
-}
-
-// Same shape as db::Connection's errors, so callers handle one exception type.
-[[noreturn]] void throw_result_error(pg_conn* conn, PGresult* res) {
-    std::string state;
-    std::string message;
-    if (res != nullptr) {
-        const char* s = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-        state = s != nullptr ? s : "";
-        message = trim(PQresultErrorMessage(res));
-        PQclear(res);
-    }
-    if (message.empty()) message = trim(PQerrorMessage(conn));
-    throw db::DbError(message.empty() ? "unknown PostgreSQL error" : message, state);
-}
-
-}  // namespace
+namespace {}  // namespace
 
 Statement statement_for(const std::string& sql) {
     return {fmt::format("trackd_api_{:016x}", std::hash<std::string>{}(sql)), sql};
@@ -89,7 +68,7 @@ db::Result ConnectionPool::execute(Slot& slot, const Statement& st, const db::Pa
     pg_conn* raw = slot.conn->raw();
     if (slot.prepared.count(st.name) == 0) {
         PGresult* res = PQprepare(raw, st.name.c_str(), st.sql.c_str(), 0, nullptr);
-        if (PQresultStatus(res) != PGRES_COMMAND_OK) throw_result_error(raw, res);
+        if (PQresultStatus(res) != PGRES_COMMAND_OK) db::throw_result_error(raw, res);
         PQclear(res);
         slot.prepared.insert(st.name);
     }
@@ -99,7 +78,7 @@ db::Result ConnectionPool::execute(Slot& slot, const Statement& st, const db::Pa
     PGresult* res = PQexecPrepared(raw, st.name.c_str(), static_cast<int>(values.size()),
                                    values.data(), nullptr, nullptr, 0);
     const auto status = PQresultStatus(res);
-    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) throw_result_error(raw, res);
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) db::throw_result_error(raw, res);
     return db::Result(res);
 }
 

@@ -4,35 +4,13 @@
 
 #include <fmt/format.h>
 
+#include "trackd/core/json.hpp"
+
 namespace trackd::http {
 
 void append_json_string(std::string& out, std::string_view s) {
     out += '"';
-    for (const char c : s) {
-        switch (c) {
-            case '"':
-                out += "\\\"";
-                break;
-            case '\\':
-                out += "\\\\";
-                break;
-            case '\n':
-                out += "\\n";
-                break;
-            case '\r':
-                out += "\\r";
-                break;
-            case '\t':
-                out += "\\t";
-                break;
-            default:
-                if (static_cast<unsigned char>(c) < 0x20) {
-                    out += fmt::format("\\u{:04x}", static_cast<int>(c));
-                } else {
-                    out += c;
-                }
-        }
-    }
+    core::append_json_escaped(out, s);
     out += '"';
 }
 
