@@ -128,6 +128,16 @@ prepare_dirs() {
       say "handing $PG_DATA over to the $PG_OS_USER user"
       chown -R "$PG_OS_USER:" "$PG_DATA"
     fi
+    # A checkout in a private folder (mktemp -d is 0700) is not traversable by the server's
+    # user: grant traverse-only (o+x, no listing) on each parent folder that lacks it.
+    local d="$PG_ROOT"
+    while [[ "$d" != / ]]; do
+      d="$(dirname "$d")"
+      if ! as_owner test -x "$d"; then
+        say "granting the $PG_OS_USER user traverse access (o+x) to $d"
+        chmod o+x "$d"
+      fi
+    done
     as_owner test -w "$PG_ROOT" -a -w "$PG_LOG" ||
       die "the $PG_OS_USER user cannot reach $PG_ROOT: every parent folder needs o+x (or set TRACKD_LOCAL_DIR elsewhere)"
   elif [[ -d $PG_DATA && ! -O $PG_DATA ]]; then
