@@ -26,6 +26,9 @@
 #   LOCAL_KAFKA_PORT               PLAINTEXT listener on 127.0.0.1 (default 59092)
 #   LOCAL_KAFKA_CONTROLLER_PORT    KRaft controller listener on 127.0.0.1 (default 59093)
 #   LOCAL_KAFKA_TIMEOUT            seconds start waits for readiness (default 90)
+#   LOCAL_KAFKA_PROXIED_PORT       optional second listener on 127.0.0.1 that advertises
+#   LOCAL_KAFKA_PROXIED_ADVERTISED   host:port of a proxy in front of it, so clients that
+#                                  bootstrap through the proxy stay on it (the fault tests)
 #   KAFKA_STOP_TIMEOUT             seconds stop waits before SIGKILL (default 20)
 #   KAFKA_HEAP                     broker heap flags (default "-Xmx768m -Xms256m")
 #   KAFKA_JVM_OPTS                 extra broker JVM flags
@@ -42,6 +45,8 @@ LOCAL_ROOT="${TRACKD_LOCAL_DIR:-$REPO_DIR/.local}"
 KAFKA_PORT="${LOCAL_KAFKA_PORT:-59092}"
 CONTROLLER_PORT="${LOCAL_KAFKA_CONTROLLER_PORT:-59093}"
 START_TIMEOUT="${LOCAL_KAFKA_TIMEOUT:-90}"
+PROXIED_PORT="${LOCAL_KAFKA_PROXIED_PORT:-}"
+PROXIED_ADVERTISED="${LOCAL_KAFKA_PROXIED_ADVERTISED:-}"
 STOP_TIMEOUT="${KAFKA_STOP_TIMEOUT:-20}"
 KAFKA_HEAP="${KAFKA_HEAP:--Xmx768m -Xms256m}"
 KAFKA_JVM_OPTS="${KAFKA_JVM_OPTS:--XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true}"
@@ -91,6 +96,10 @@ version_ge() {
 
 validate_settings() {
   is_uint "$KAFKA_PORT" || die "LOCAL_KAFKA_PORT must be a number, got '$KAFKA_PORT'"
+  if [[ -n "$PROXIED_PORT" ]]; then
+    is_uint "$PROXIED_PORT" || die "LOCAL_KAFKA_PROXIED_PORT must be a number, got '$PROXIED_PORT'"
+    [[ -n "$PROXIED_ADVERTISED" ]] || die "LOCAL_KAFKA_PROXIED_PORT needs LOCAL_KAFKA_PROXIED_ADVERTISED (host:port of the proxy)"
+  fi
   is_uint "$CONTROLLER_PORT" || die "LOCAL_KAFKA_CONTROLLER_PORT must be a number, got '$CONTROLLER_PORT'"
   [[ "$KAFKA_PORT" != "$CONTROLLER_PORT" ]] || die "LOCAL_KAFKA_PORT and LOCAL_KAFKA_CONTROLLER_PORT must differ"
   is_uint "$START_TIMEOUT" || die "LOCAL_KAFKA_TIMEOUT must be a number of seconds, got '$START_TIMEOUT'"
@@ -226,11 +235,11 @@ write_configs() {
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$CONTROLLER_PORT
-listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT${PROXIED_PORT:+,PROXIED://127.0.0.1:$PROXIED_PORT}
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT${PROXIED_PORT:+,PROXIED://$PROXIED_ADVERTISED}
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT${PROXIED_PORT:+,PROXIED:PLAINTEXT}
 log.dirs=$DATA_DIR
 num.partitions=4
 default.replication.factor=1

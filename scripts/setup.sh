@@ -24,6 +24,10 @@ PACKAGES=(
   gdal-bin wrk
 )
 
+# The fault suite builds Toxiproxy from its Go module (scripts/toxiproxy.sh): Debian's Go when the
+# machine has none of its own.
+if ! command -v go >/dev/null && [[ ! -x /usr/local/go/bin/go ]]; then PACKAGES+=(golang-go); fi
+
 missing=()
 for p in "${PACKAGES[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, as on a fresh machine: install packages, build (release and ASan+UBSan),
-# start the real local services, run unit and integration tests, stop the services.
+# start the real local services, run unit, integration and fault tests, stop the services.
 # Exits non-zero on any failure and then prints the services' logs.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -54,5 +54,12 @@ for preset in $presets; do
   step "integration tests ($preset)"
   ctest --preset "$preset" -L integration
 done
+
+# The fault suite (docs/reliability.md): release build only, each case once.
+if [[ " $presets " == *" release "* ]]; then
+  step "fault suite (release)"
+  bash "$here/toxiproxy.sh" install >/dev/null
+  ctest --preset release -L faults
+fi
 
 step "all tests passed"

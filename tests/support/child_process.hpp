@@ -84,6 +84,7 @@ class ChildProcess {
         return true;
     }
     [[nodiscard]] int exit_code() const { return code_; }
+    [[nodiscard]] pid_t pid() const { return pid_; }
 
   private:
     void record(int status) {

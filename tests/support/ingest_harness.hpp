@@ -121,12 +121,15 @@ class IngestHarness {
                 {"TRACKD_KAFKA_PROPERTIES_SESSION_TIMEOUT_MS", "6000"}};
     }
 
-    std::unique_ptr<ChildProcess> start_trackd(std::map<std::string, std::string> extra = {}) {
+    // `log`: where its output goes (default log_path(); give each of several instances its own).
+    std::unique_ptr<ChildProcess> start_trackd(std::map<std::string, std::string> extra = {},
+                                               const std::string& log = {}) {
         auto env = trackd_env();
         for (auto& [k, v] : extra) env[k] = v;
         return std::make_unique<ChildProcess>(std::vector<std::string>{trackd_binary(), "run"}, env,
-                                              log_path());
+                                              log.empty() ? log_path() : log);
     }
+    [[nodiscard]] std::string dir() const { return dir_; }
 
     // Sum of stored next offsets for the topic.
     std::int64_t committed_messages() {
