@@ -7,112 +7,18 @@
 
 #include <gtest/gtest.h>
 
+#include "support/archive_fixture.hpp"
 #include "support/ingest_harness.hpp"
 
 namespace trackd::test {
 namespace {
 
-namespace fs = std::filesystem;
-
 constexpr const char* kLockName = "trackd.archive trackd.trackd.vehicle_positions";
-
-std::map<std::string, std::string> parse_kv(const std::string& out) {
-    std::map<std::string, std::string> kv;
-    std::istringstream in(out);
-    for (std::string line; std::getline(in, line);) {
-        const auto eq = line.find('=');
-        if (eq != std::string::npos && line.find(' ') > eq)
-            kv[line.substr(0, eq)] = line.substr(eq + 1);
-    }
-    return kv;
-}
-
-std::string env_prefix(const std::map<std::string, std::string>& env) {
-    std::string out = "env";
-    for (const auto& [k, v] : env) out += " " + k + "=" + shell_quote(v);
-    return out + " ";
-}
-
-// The archive's settings for one test: a fresh warehouse, quick commits.
-class ArchiveFixture {
-  public:
-    ArchiveFixture(const std::string& dsn, const std::string& tag)
-        : dsn_(dsn),
-          warehouse_(::testing::TempDir() + "trackd-wh-" + tag + "-" + std::to_string(getpid())) {
-        fs::remove_all(warehouse_);
-        fs::create_directories(warehouse_);
-    }
-    ~ArchiveFixture() {
-        std::error_code ec;
-        fs::remove_all(warehouse_, ec);
-    }
-
-    [[nodiscard]] std::string table_dir() const { return warehouse_ + "/trackd/vehicle_positions"; }
-
-    [[nodiscard]] std::map<std::string, std::string> env(
-        std::map<std::string, std::string> extra = {}) const {
-        std::map<std::string, std::string> e = {{"TRACKD_PG_DSN", dsn_},
-                                                {"TRACKD_ARCHIVE_WAREHOUSE", warehouse_},
-                                                {"TRACKD_ARCHIVE_COMMIT_INTERVAL_S", "1"},
-                                                {"TRACKD_ARCHIVE_POLL_INTERVAL_MS", "100"}};
-        for (auto& [k, v] : extra) e[k] = v;
-        return e;
-    }
-
-    CommandResult archive(const std::string& args,
-                          const std::map<std::string, std::string>& extra = {}) const {
-        return run_command(env_prefix(env(extra)) + trackd_binary() + " archive " + args);
-    }
-
-    std::unique_ptr<ChildProcess> start_archiver(const std::string& log,
-                                                 std::map<std::string, std::string> extra = {}) {
-        return std::make_unique<ChildProcess>(std::vector<std::string>{trackd_binary(), "archive"},
-                                              env(std::move(extra)), log);
-    }
-
-    std::map<std::string, std::string> check(const std::string& what) const {
-        const std::string py = std::string(TRACKD_SOURCE_DIR) + "/.venv/bin/python " +
-                               TRACKD_SOURCE_DIR + "/tests/integration/archive_check.py ";
-        const auto r = run_command(
-            py + what +
-            (what == "avro" ? " --dir " + shell_quote(table_dir()) : " --pg " + shell_quote(dsn_)));
-        EXPECT_EQ(r.exit_code, 0) << r.output;
-        return parse_kv(r.output);
-    }
-
-  private:
-    std::string dsn_;
-    std::string warehouse_;
-};
 
 std::int64_t query_int(const std::string& dsn, const std::string& sql) {
     db::Connection conn(dsn, "test");
     const auto v = conn.query(sql).get(0, 0);
     return v ? std::stoll(*v) : -1;
-}
-
-// Every assertion of "the table holds exactly the history, once".
-void expect_exact(const std::map<std::string, std::string>& c) {
-    ASSERT_TRUE(c.count("pg_rows") && c.count("duckdb_rows")) << "archive_check.py failed";
-    EXPECT_NE(c.at("pg_rows"), "0");
-    EXPECT_EQ(c.at("iceberg_rows"), c.at("pg_rows"));
-    EXPECT_EQ(c.at("iceberg_distinct"), c.at("pg_distinct"));
-    EXPECT_EQ(c.at("iceberg_distinct_kafka"), c.at("pg_rows")) << "a row archived twice";
-    EXPECT_EQ(c.at("missing"), "0");
-    EXPECT_EQ(c.at("extra"), "0");
-    EXPECT_EQ(c.at("iceberg_vehicle_rows"), c.at("pg_vehicle_rows"));
-    EXPECT_EQ(c.at("summary_total_records"), c.at("pg_rows"));
-    EXPECT_EQ(c.at("summary_archive_seq"), c.at("property_archive_seq"));
-    EXPECT_EQ(c.at("kafka_offsets_match"), "1");
-    EXPECT_EQ(c.at("duckdb_rows"), c.at("pg_rows"));
-}
-
-void expect_avro_ok(const std::map<std::string, std::string>& a) {
-    ASSERT_TRUE(a.count("fields_without_id")) << "archive_check.py avro failed";
-    EXPECT_EQ(a.at("fields_without_id"), "0");
-    EXPECT_EQ(a.at("bad_metadata_keys"), "0");
-    EXPECT_GE(std::stoi(a.at("manifest_lists")), 1);
-    EXPECT_GE(std::stoi(a.at("manifests")), 1);
 }
 
 bool wait_for_log(const std::string& path, const std::string& text, std::chrono::seconds timeout) {
