@@ -11,6 +11,7 @@
 
 #include "trackd/batch/batch.hpp"
 #include "trackd/core/log.hpp"
+#include "trackd/core/pause_point.hpp"
 #include "trackd/db/connection.hpp"
 #include "trackd/decode/decoder.hpp"
 #include "trackd/sink/postgis/postgis_sink.hpp"
@@ -311,6 +312,10 @@ class Ingest final : public source::PartitionOwner {
                 shard.committing = true;
             }
             const auto bytes = pending.batch.bytes;
+            // The fault suite holds a batch here to make its instance a zombie
+            // (docs/reliability.md).
+            static core::PausePoint pause("TRACKD_TEST_INGEST_PAUSE_AT", "ingest");
+            pause.at("before-commit");
             try {
                 commit_one(*writer, pending);
             } catch (...) {
