@@ -18,7 +18,17 @@ void set(rd_kafka_conf_t* conf, const std::string& key, const std::string& value
     char err[512];
     if (rd_kafka_conf_set(conf, key.c_str(), value.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
         rd_kafka_conf_destroy(conf);
-        throw core::ConfigError("kafka.properties." + key, err);
+        // librdkafka quotes the refused value; never repeat a secret (sasl.password, ...).
+        std::string message = err;
+        for (const char* word : {"password", "secret", "key", "token", "oauthbearer"}) {
+            if (key.find(word) == std::string::npos || value.empty()) continue;
+            for (auto pos = message.find(value); pos != std::string::npos;
+                 pos = message.find(value, pos + 4)) {
+                message.replace(pos, value.size(), "****");
+            }
+            break;
+        }
+        throw core::ConfigError("kafka.properties." + key, message);
     }
 }
 
