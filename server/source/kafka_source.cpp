@@ -47,6 +47,7 @@ constexpr std::string_view kLagRateHelp =
     "Rate of change of the consumer lag over the last 30 s: above 0 the partition falls behind";
 // The rate of change is the slope between the newest and the oldest sample of this window.
 constexpr std::chrono::seconds kLagWindow{30};
+constexpr int kWatermarkQueryTimeoutMs = 200;
 
 core::metrics::Labels partition_label(std::int32_t p) { return {{"partition", std::to_string(p)}}; }
 
@@ -65,9 +66,7 @@ KafkaSource::KafkaSource(const config::KafkaConfig& config, PartitionOwner& owne
     set(conf, "auto.offset.reset", "earliest");
     set(conf, "fetch.wait.max.ms", "100");
     set(conf, "queued.max.messages.kbytes", "65536");
-    // librdkafka refreshes the high watermark of a partition it does not fetch from (paused for
-    // backpressure) with this period, which keeps the lag metric true while paused.
-    set(conf, "statistics.interval.ms", "1000");
+    set(conf, "statistics.interval.ms", "0");
     for (const auto& [k, v] : config.properties) set(conf, k, v);
     set(conf, "bootstrap.servers", config.brokers);
     set(conf, "group.id", config.group);
@@ -227,7 +226,9 @@ void KafkaSource::commit_async(const std::map<std::int32_t, std::int64_t>& next_
 }
 
 // Position: the offset after the last message poll() returned (or where the partition starts).
-// High watermark: librdkafka's cached value from fetch responses (no broker round trip).
+// High watermark: librdkafka's cached value from fetch responses (no broker round trip); while
+// paused for backpressure nothing is fetched and that value stands still, so then it is asked
+// from the partition leader (a short round trip per partition, once a second, while paused).
 void KafkaSource::refresh_lag() {
     rd_kafka_topic_partition_list_t* list = nullptr;
     if (rd_kafka_assignment(rk_, &list) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
@@ -237,9 +238,11 @@ void KafkaSource::refresh_lag() {
             const auto& tp = list->elems[i];
             std::int64_t low = 0;
             std::int64_t high = 0;
-            if (rd_kafka_get_watermark_offsets(rk_, tp.topic, tp.partition, &low, &high) !=
-                    RD_KAFKA_RESP_ERR_NO_ERROR ||
-                high < 0) {
+            const auto rc =
+                paused_ ? rd_kafka_query_watermark_offsets(rk_, tp.topic, tp.partition, &low, &high,
+                                                           kWatermarkQueryTimeoutMs)
+                        : rd_kafka_get_watermark_offsets(rk_, tp.topic, tp.partition, &low, &high);
+            if (rc != RD_KAFKA_RESP_ERR_NO_ERROR || high < 0) {
                 continue;  // not fetched yet: unknown, not zero
             }
             // No position yet (nothing consumed since assignment): where the partition started.
