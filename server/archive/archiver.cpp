@@ -188,7 +188,7 @@ struct Archiver::Impl {
         if (rows > 0) bytes_per_row = std::max(4.0, static_cast<double>(bytes) / rows);
         metrics().commit_seconds.observe(
             std::chrono::duration<double>(Clock::now() - started).count());
-        metrics().rows.inc(static_cast<double>(rows));
+        metrics().rows.inc(static_cast<std::uint64_t>(rows));
         metrics().commits.inc();
         ++report.commits;
         report.rows += rows;

@@ -317,7 +317,7 @@ std::string render_process_metrics() {
     {
         const std::lock_guard lock(mutex);
         const auto stat = read_stat();
-        if (stat.cpu_seconds > cpu.value()) cpu.inc(stat.cpu_seconds - cpu.value());
+        if (stat.cpu_seconds > cpu.value()) cpu.add(stat.cpu_seconds - cpu.value());
         start.set(stat.start_time_seconds);
         rss.set(resident_bytes());
         fds.set(open_fds());

@@ -148,7 +148,7 @@ class Ingest final : public source::PartitionOwner {
                 if (auto m = source.poll(std::chrono::milliseconds(20))) handle(*m);
                 const auto now = Clock::now();
                 if (source.paused()) {
-                    metrics_.paused_seconds.inc(
+                    metrics_.paused_seconds.add(
                         std::chrono::duration<double>(now - last_tick).count());
                 }
                 last_tick = now;
@@ -415,7 +415,7 @@ class Ingest final : public source::PartitionOwner {
 
     void observe_commit(const batch::Batch& b) {
         const auto now_ms = now_unix_us() / 1000;
-        metrics_.rows_written.inc(static_cast<double>(b.rows.size()));
+        metrics_.rows_written.inc(b.rows.size());
         metrics_.batches.inc();
         metrics_.batch_rows.observe(static_cast<double>(b.rows.size()));
         metrics_.last_commit.set(static_cast<double>(now_ms) / 1000.0);

@@ -23,6 +23,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -31,14 +32,23 @@ namespace trackd::core::metrics {
 // Label names and values, in the order they are rendered.
 using Labels = std::vector<std::pair<std::string, std::string>>;
 
-// A monotonically increasing count (or a sum, e.g. seconds spent paused).
+// A monotonically increasing count (inc) or sum (add, e.g. seconds spent paused). Counting
+// is an integer atomic add, two to three times cheaper than a floating-point one.
 class Counter {
   public:
-    void inc(double v = 1.0) { value_.fetch_add(v, std::memory_order_relaxed); }
-    [[nodiscard]] double value() const { return value_.load(std::memory_order_relaxed); }
+    void inc() { count_.fetch_add(1, std::memory_order_relaxed); }
+    template <class T>
+    requires std::is_integral_v<T>  // fractions: add()
+    void inc(T n) { count_.fetch_add(static_cast<std::uint64_t>(n), std::memory_order_relaxed); }
+    void add(double v) { sum_.fetch_add(v, std::memory_order_relaxed); }
+    [[nodiscard]] double value() const {
+        return static_cast<double>(count_.load(std::memory_order_relaxed)) +
+               sum_.load(std::memory_order_relaxed);
+    }
 
   private:
-    std::atomic<double> value_{0.0};
+    std::atomic<std::uint64_t> count_{0};
+    std::atomic<double> sum_{0.0};
 };
 
 // A value that goes up and down.

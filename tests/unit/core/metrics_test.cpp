@@ -13,7 +13,7 @@ TEST(Metrics, RendersCountersAndGaugesWithHelpAndType) {
     Registry r;
     r.counter("trackd_b_total", "Bees", {{"reason", "x"}}).inc();
     r.counter("trackd_b_total", "Bees", {{"reason", "x"}}).inc(2);
-    r.counter("trackd_b_total", "Bees", {{"reason", "a"}}).inc(0.5);
+    r.counter("trackd_b_total", "Bees", {{"reason", "a"}}).add(0.5);
     r.gauge("trackd_a_bytes", "Bytes\nwith a \\ newline").set(-3);
     EXPECT_EQ(r.render(),
               "# HELP trackd_a_bytes Bytes\\nwith a \\\\ newline\n"
