@@ -112,7 +112,7 @@ void collect_exprs(const nlohmann::json& j, std::vector<std::string>& exprs, int
     }
 }
 
-TEST(Metrics, PrometheusScrapesTrackdDuringIngest) {
+TEST(Operations, PrometheusScrapesTrackdDuringIngest) {
     ASSERT_TRUE(fs::exists("/usr/bin/prometheus")) << "install Debian's prometheus package";
     IngestHarness h("metricsprom", 2);
     const auto metrics_port = free_port();
@@ -187,7 +187,7 @@ TEST(Metrics, PrometheusScrapesTrackdDuringIngest) {
 // A dashboard or an alert that names a metric trackd does not export would silently show
 // nothing: every trackd_* name in grafana/dashboards/*.json and deploy/prometheus/alerts.yml
 // must be in a live trackd's /metrics (histogram names with _bucket, _sum or _count).
-TEST(Metrics, DashboardsAndAlertsUseExportedMetrics) {
+TEST(Operations, DashboardsAndAlertsUseExportedMetrics) {
     IngestHarness h("metricsnames", 1);
     const auto http_port = free_port();
     const std::string warehouse = fs::path(h.log_path()).parent_path() / "warehouse";
