@@ -22,6 +22,9 @@ PACKAGES=(
   linux-perf
   # HTTP API: GDAL's OGC API - Features client (ogrinfo) in the tests, wrk for bench/api
   gdal-bin wrk
+  # operations: promtool and the Prometheus server (CI checks deploy/prometheus, the metrics
+  # integration test scrapes trackd with it), docker-compose (CI checks docker-compose.yml)
+  prometheus docker-compose
 )
 
 # The fault suite builds Toxiproxy from its Go module (scripts/toxiproxy.sh): Debian's Go when the

@@ -39,6 +39,12 @@ bash "$here/python-env.sh"
 step "format check"
 bash "$here/format.sh" --check
 
+# A second or two: the Prometheus configuration, the alert rules and the compose file parse.
+step "deploy checks"
+promtool check config deploy/prometheus/prometheus.yml
+promtool check rules deploy/prometheus/alerts.yml
+docker-compose -f docker-compose.yml config -q
+
 for preset in $presets; do
   step "build ($preset)"
   cmake --preset "$preset" >/dev/null

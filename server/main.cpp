@@ -143,8 +143,8 @@ int cmd_run(const trackd::config::Config& config) {
     // The HTTP API runs beside ingest on its own threads; leaving this scope (a clean stop or an
     // ingest error) stops it gracefully.
     std::optional<trackd::http::Server> http;
-    if (config.http.enabled) {
-        if (config.http.tokens.empty()) {
+    if (config.http.enabled || !config.metrics.listen.empty()) {
+        if (config.http.enabled && config.http.tokens.empty()) {
             trackd::core::log::warn(
                 "http: no [http.tokens] configured; only /healthz, /readyz "
                 "and the landing pages answer without 401");

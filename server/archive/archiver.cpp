@@ -6,6 +6,7 @@
 
 #include "trackd/archive/catalog.hpp"
 #include "trackd/core/log.hpp"
+#include "trackd/core/metrics.hpp"
 #include "trackd/db/connection.hpp"
 
 #include "history_source.hpp"
@@ -33,6 +34,35 @@ void sleep_unless(const std::atomic<bool>& stop, std::chrono::milliseconds total
     while (!stop.load() && Clock::now() < until) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
+}
+
+// The archive metrics (docs/operations.md). The lag gauges are set by the archiver holding the
+// lock only, each time it looks for pending batches.
+struct Metrics {
+    core::metrics::Gauge& lag_batches = core::metrics::gauge(
+        "trackd_archive_lag_batches", "Committed ingest batches not yet in the Iceberg archive");
+    core::metrics::Gauge& lag_rows = core::metrics::gauge(
+        "trackd_archive_lag_rows", "History rows not yet in the Iceberg archive");
+    core::metrics::Gauge& lag_seconds = core::metrics::gauge(
+        "trackd_archive_lag_seconds",
+        "Age of the oldest committed batch not yet in the Iceberg archive (0: none pending)");
+    core::metrics::Gauge& lock_held = core::metrics::gauge(
+        "trackd_archive_lock_held", "1 when this process holds the archiver lock");
+    core::metrics::Histogram& commit_seconds = core::metrics::histogram(
+        "trackd_archive_commit_duration_seconds",
+        "Time of one archive snapshot: read history, write Parquet, commit the Iceberg metadata",
+        core::metrics::exponential_buckets(0.01, 2, 15));  // 10 ms .. 160 s
+    core::metrics::Counter& rows = core::metrics::counter(
+        "trackd_archive_rows_total", "History rows committed to the Iceberg archive");
+    core::metrics::Counter& commits = core::metrics::counter(
+        "trackd_archive_commits_total", "Iceberg snapshots committed by the archiver");
+    core::metrics::Counter& failures = core::metrics::counter(
+        "trackd_archive_failures_total", "Archive rounds that failed and were retried");
+};
+
+Metrics& metrics() {
+    static Metrics m;
+    return m;
 }
 
 }  // namespace
@@ -118,6 +148,7 @@ struct Archiver::Impl {
         next.max_ingest_batch_id =
             std::max(before.max_ingest_batch_id.value_or(chunk.max_batch), chunk.max_batch);
         std::vector<std::string> written;  // local paths, removed if the commit is abandoned
+        const auto started = Clock::now();
         try {
             source.read(chunk, [&](const ArchiveRow& row) {
                 const auto d = day_of(row.recorded_at_us);
@@ -155,6 +186,10 @@ struct Archiver::Impl {
             bytes += f.file_size_in_bytes;
         }
         if (rows > 0) bytes_per_row = std::max(4.0, static_cast<double>(bytes) / rows);
+        metrics().commit_seconds.observe(
+            std::chrono::duration<double>(Clock::now() - started).count());
+        metrics().rows.inc(static_cast<std::uint64_t>(rows));
+        metrics().commits.inc();
         ++report.commits;
         report.rows += rows;
         report.files += static_cast<std::int64_t>(files.size());
@@ -239,7 +274,9 @@ void Archiver::run(const std::atomic<bool>& stop) {
     auto backoff = std::chrono::milliseconds(100);
     while (!stop.load()) {
         try {
-            if (!m.try_lock()) {
+            const bool locked = m.try_lock();
+            metrics().lock_held.set(locked ? 1 : 0);
+            if (!locked) {
                 if (!said_waiting) {
                     core::log::warn("another archiver holds the archive lock; waiting",
                                     {{"table", m.ident.dotted()}});
@@ -257,6 +294,9 @@ void Archiver::run(const std::atomic<bool>& stop) {
             HistorySource source(*m.conn);
             source.stamp();
             const auto pending = source.pending(m.table->progress().archived_seq);
+            metrics().lag_batches.set(static_cast<double>(pending.batches));
+            metrics().lag_rows.set(static_cast<double>(pending.rows));
+            metrics().lag_seconds.set(pending.batches > 0 ? pending.oldest_age_s : 0.0);
             const auto pending_bytes = static_cast<double>(pending.rows) * m.bytes_per_row;
             if (pending.batches > 0 && (pending_bytes >= static_cast<double>(c.target_file_bytes) ||
                                         pending.oldest_age_s >= c.commit_interval_s)) {
@@ -271,6 +311,8 @@ void Archiver::run(const std::atomic<bool>& stop) {
         } catch (const std::exception& e) {
             // PostgreSQL away, a disk error, a conflicting writer: nothing archived is lost
             // (the table says what it holds), so start over on new connections after a pause.
+            metrics().failures.inc();
+            metrics().lock_held.set(0);
             core::log::warn(
                 "archive failed, retrying",
                 {{"error", e.what()}, {"retry_in_ms", std::to_string(backoff.count())}});
@@ -282,6 +324,7 @@ void Archiver::run(const std::atomic<bool>& stop) {
         sleep_unless(stop, poll);
     }
     m.reset();
+    metrics().lock_held.set(0);
 }
 
 }  // namespace trackd::archive

@@ -238,6 +238,7 @@ const std::vector<Field>& fields() {
         field("archive", "orphan_min_age_s", &Config::archive, &ArchiveConfig::orphan_min_age_s),
         field("archive", "metadata_versions_max", &Config::archive,
               &ArchiveConfig::metadata_versions_max),
+        field("metrics", "listen", &Config::metrics, &MetricsConfig::listen),
         field("log", "level", &Config::log, &LogConfig::level),
         field("log", "format", &Config::log, &LogConfig::format),
     };
@@ -297,7 +298,7 @@ void apply_toml(Config& c, const toml::table& root) {
         if (known.count(section) == 0) {
             throw ConfigError(section,
                               "unknown section (known: kafka, pg, http, batch, "
-                              "validate, postgis, archive, log)");
+                              "validate, postgis, archive, metrics, log)");
         }
         const auto* table = sec_node.as_table();
         if (table == nullptr) throw ConfigError(section, "expected a table [" + section + "]");
@@ -506,6 +507,10 @@ void validate(const Config& c) {
     require(c.archive.orphan_min_age_s >= 0, "archive.orphan_min_age_s", "must not be negative");
     require(c.archive.metadata_versions_max >= 1, "archive.metadata_versions_max",
             "must be at least 1");
+    require(c.metrics.listen.empty() || valid_host_port(c.metrics.listen), "metrics.listen",
+            "'" + c.metrics.listen + "' is not host:port with a port in 1..65535 (or empty)");
+    require(c.metrics.listen.empty() || c.metrics.listen != c.http.listen, "metrics.listen",
+            "must differ from http.listen (leave it empty to serve /metrics there)");
     const auto& lv = c.log.level;
     require(lv == "debug" || lv == "info" || lv == "warn" || lv == "error", "log.level",
             "'" + lv + "' is not one of debug, info, warn, error");

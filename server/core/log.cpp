@@ -1,5 +1,6 @@
 #include "trackd/core/log.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -31,6 +32,46 @@ constexpr std::string_view name(Level l) {
     return "info";
 }
 
+// key=value for text lines: quoted and escaped when the value needs it, so that one event
+// stays one line whatever an error message holds.
+void append_text_value(std::string& line, std::string_view v) {
+    const bool quote = v.empty() || std::any_of(v.begin(), v.end(), [](char c) {
+                           return c == ' ' || c == '"' || c == '=' || c == '\\' ||
+                                  static_cast<unsigned char>(c) < 0x20;
+                       });
+    if (!quote) {
+        line += v;
+        return;
+    }
+    line += '"';
+    for (const char c : v) {
+        switch (c) {
+            case '"':
+                line += "\\\"";
+                break;
+            case '\\':
+                line += "\\\\";
+                break;
+            case '\n':
+                line += "\\n";
+                break;
+            case '\r':
+                line += "\\r";
+                break;
+            case '\t':
+                line += "\\t";
+                break;
+            default:
+                if (static_cast<unsigned char>(c) < 0x20) {
+                    line += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+                } else {
+                    line += c;
+                }
+        }
+    }
+    line += '"';
+}
+
 }  // namespace
 
 void configure(std::string_view level, std::string_view format) {
@@ -40,13 +81,11 @@ void configure(std::string_view level, std::string_view format) {
     g_json = format == "json";
 }
 
-void write(Level level, std::string_view message, Fields fields) {
-    if (static_cast<int>(level) < g_level.load(std::memory_order_relaxed)) return;
-    const auto now =
-        std::chrono::floor<std::chrono::milliseconds>(std::chrono::system_clock::now());
+std::string format_line(Level level, std::string_view message, Fields fields, bool json,
+                        std::string_view timestamp) {
     std::string line;
-    if (g_json) {
-        line = fmt::format(R"({{"ts":"{:%FT%TZ}","level":"{}","msg":")", now, name(level));
+    if (json) {
+        line = fmt::format(R"({{"ts":"{}","level":"{}","msg":")", timestamp, name(level));
         core::append_json_escaped(line, message);
         line += '"';
         for (const auto& [k, v] : fields) {
@@ -58,13 +97,26 @@ void write(Level level, std::string_view message, Fields fields) {
         }
         line += "}\n";
     } else {
-        line = fmt::format("{:%FT%TZ} {:5} {}", now, name(level), message);
+        line = fmt::format("{} {:5} ", timestamp, name(level));
+        // The message is a fixed text chosen by the caller; escape it all the same.
+        for (const char c : message) line += (c == '\n' || c == '\r') ? ' ' : c;
         for (const auto& [k, v] : fields) {
-            const bool quote = v.find_first_of(" \"=") != std::string::npos || v.empty();
-            line += quote ? fmt::format(" {}=\"{}\"", k, v) : fmt::format(" {}={}", k, v);
+            line += ' ';
+            line += k;
+            line += '=';
+            append_text_value(line, v);
         }
         line += '\n';
     }
+    return line;
+}
+
+void write(Level level, std::string_view message, Fields fields) {
+    if (static_cast<int>(level) < g_level.load(std::memory_order_relaxed)) return;
+    const auto now =
+        std::chrono::floor<std::chrono::milliseconds>(std::chrono::system_clock::now());
+    const std::string line =
+        format_line(level, message, fields, g_json.load(), fmt::format("{:%FT%TZ}", now));
     const std::lock_guard lock(g_mutex);
     std::fwrite(line.data(), 1, line.size(), stderr);
     std::fflush(stderr);

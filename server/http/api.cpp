@@ -9,12 +9,14 @@ Api::Api(const config::Config& config, std::string fallback_host)
                          config.pg.connect_timeout_s}),
       ctx_{pool_, http_, std::move(fallback_host)},
       router_(auth_, config.http.open_landing_pages),
+      metrics_router_(auth_, config.http.open_landing_pages),
       vehicles_(ctx_),
       geofences_(ctx_),
       features_(ctx_),
       meta_(ctx_) {
     // Order matters where patterns overlap: /v1/vehicles/nearby before /v1/vehicles/{}.
-    meta_.add_routes(router_);
+    meta_.add_routes(router_, config.metrics.listen.empty());
+    meta_.add_metrics_routes(metrics_router_);
     vehicles_.add_routes(router_);
     geofences_.add_routes(router_);
     features_.add_routes(router_);

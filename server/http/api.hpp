@@ -29,6 +29,10 @@ class Api {
     Api& operator=(const Api&) = delete;
 
     [[nodiscard]] Response handle(const Request& req) const { return router_.handle(req); }
+    // The metrics.listen address: /metrics and /healthz only.
+    [[nodiscard]] Response handle_metrics(const Request& req) const {
+        return metrics_router_.handle(req);
+    }
 
   private:
     config::HttpConfig http_;
@@ -36,6 +40,7 @@ class Api {
     ConnectionPool pool_;
     ServiceContext ctx_;
     Router router_;
+    Router metrics_router_;
     VehicleService vehicles_;
     GeofenceService geofences_;
     FeaturesService features_;

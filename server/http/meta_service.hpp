@@ -1,5 +1,6 @@
 // The endpoints about the service itself: /healthz (the process answers), /readyz (the
-// database answers with the schema version this build needs) and /api (the OpenAPI document).
+// database answers with the schema version this build needs), /api (the OpenAPI document) and
+// /metrics (Prometheus text format; it sets trackd_ready to what /readyz would answer now).
 #pragma once
 
 #include "router.hpp"
@@ -10,13 +11,19 @@ namespace trackd::http {
 class MetaService {
   public:
     explicit MetaService(ServiceContext& ctx) : ctx_(ctx) {}
-    void add_routes(Router& router);
+    // `with_metrics`: also /metrics (when metrics.listen is empty).
+    void add_routes(Router& router, bool with_metrics);
+    // The routes of the metrics.listen address: /metrics and /healthz.
+    void add_metrics_routes(Router& router);
 
     static Response healthz(const Request& req);
     Response readyz(const Request& req);
     static Response api(const Request& req);
+    Response metrics(const Request& req);
 
   private:
+    // Throws ProblemError (503) unless the database answers with the expected schema version.
+    int check_ready();
     ServiceContext& ctx_;
 };
 

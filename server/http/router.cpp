@@ -1,8 +1,10 @@
 #include "router.hpp"
 
+#include <chrono>
 #include <set>
 
 #include "trackd/core/log.hpp"
+#include "trackd/core/metrics.hpp"
 #include "trackd/db/connection.hpp"
 
 #include "problem.hpp"
@@ -55,18 +57,20 @@ Response problem_response(const Problem& p, const std::string& instance) {
 
 void Router::add(const std::string& method, const std::string& pattern, Access access,
                  Handler handler) {
-    routes_.push_back({method, split_pattern(pattern), access, std::move(handler)});
+    routes_.push_back({method, split_pattern(pattern), pattern, access, std::move(handler)});
 }
 
-Response Router::dispatch(const Request& req) const {
+Response Router::dispatch(const Request& req, Matched& matched) const {
     std::vector<std::string> args;
     std::set<std::string> allowed;
     for (const auto& route : routes_) {
         if (!matches(route.pattern, req.segments, args)) continue;
+        matched.route = route.pattern_text;
         if (route.method != req.method) {
             allowed.insert(route.method);
             continue;
         }
+        matched.method = route.method;
         // Open routes ignore the Authorization header altogether: a health probe with a stale
         // token must still see the health.
         switch (route.access) {
@@ -100,8 +104,28 @@ Response Router::dispatch(const Request& req) const {
 }
 
 Response Router::handle(const Request& req) const {
+    const auto start = std::chrono::steady_clock::now();
+    Matched matched;
+    Response r = handle_unmeasured(req, matched);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    core::metrics::counter("trackd_http_requests_total",
+                           "HTTP requests answered, by route pattern, method and status",
+                           {{"route", matched.route},
+                            {"method", matched.method},
+                            {"status", std::to_string(r.status)}})
+        .inc();
+    core::metrics::histogram("trackd_http_request_duration_seconds",
+                             "Time to handle an HTTP request (routing to response body), by route",
+                             core::metrics::exponential_buckets(0.0005, 2, 16),  // 0.5 ms .. 16 s
+                             {{"route", matched.route}})
+        .observe(seconds);
+    return r;
+}
+
+Response Router::handle_unmeasured(const Request& req, Matched& matched) const {
     try {
-        return dispatch(req);
+        return dispatch(req, matched);
     } catch (const ProblemError& e) {
         if (e.problem().kind == ProblemKind::internal) {
             core::log::error("http: internal error",

@@ -6,6 +6,10 @@
 // unexpected exception (a bug, or a database error other than timeout/unreachable) is a 500,
 // and it is logged. Patterns are segment lists where "{}" matches any one segment; literal
 // segments are tried before "{}" ones because routes are matched in the order added.
+// Every request handled is counted in trackd_http_requests_total{route,method,status} and timed
+// in trackd_http_request_duration_seconds{route}, labelled by the route's PATTERN
+// ("/v1/vehicles/{}"), never by the raw path, so that the label set stays bounded; requests that
+// match no route are labelled route="unmatched", method="other".
 #pragma once
 
 #include <functional>
@@ -42,10 +46,16 @@ class Router {
     struct Route {
         std::string method;
         std::vector<std::string> pattern;
+        std::string pattern_text;
         Access access;
         Handler handler;
     };
-    [[nodiscard]] Response dispatch(const Request& req) const;
+    struct Matched {
+        std::string route = "unmatched";
+        std::string method = "other";
+    };
+    [[nodiscard]] Response dispatch(const Request& req, Matched& matched) const;
+    [[nodiscard]] Response handle_unmeasured(const Request& req, Matched& matched) const;
 
     const Authenticator& auth_;
     bool open_landing_pages_;

@@ -61,7 +61,8 @@ class Listener : public std::enable_shared_from_this<Listener> {
     std::shared_ptr<SharedState> state_;
 };
 
-tcp::acceptor bind_listener(net::io_context& ioc, const std::string& listen) {
+// `key` names the setting in errors: http.listen or metrics.listen.
+tcp::acceptor bind_listener(net::io_context& ioc, const std::string& listen, const char* key) {
     const auto colon = listen.rfind(':');
     std::string host = listen.substr(0, colon);
     const std::string port = listen.substr(colon + 1);
@@ -72,12 +73,13 @@ tcp::acceptor bind_listener(net::io_context& ioc, const std::string& listen) {
     tcp::resolver resolver(ioc);
     const auto results = resolver.resolve(host, port, tcp::resolver::passive, ec);
     if (ec || results.empty()) {
-        throw core::StartupError("http.listen: cannot resolve '" + listen + "': " + ec.message());
+        throw core::StartupError(std::string(key) + ": cannot resolve '" + listen +
+                                 "': " + ec.message());
     }
     const tcp::endpoint endpoint = results.begin()->endpoint();
     tcp::acceptor acceptor(ioc);
     const auto fail = [&](const char* what) {
-        throw core::StartupError("http.listen: cannot " + std::string(what) + " " + listen + ": " +
+        throw core::StartupError(std::string(key) + ": cannot " + what + " " + listen + ": " +
                                  ec.message());
     };
     if (acceptor.open(endpoint.protocol(), ec)) fail("open");
@@ -92,21 +94,42 @@ tcp::acceptor bind_listener(net::io_context& ioc, const std::string& listen) {
 struct Server::Impl {
     Impl(const config::Config& config)
         : http(config.http),
+          config_metrics_listen(config.metrics.listen),
           api(config, config.http.listen),
           ioc(config.http.threads),
-          state(std::make_shared<SharedState>(api, http)) {
-        auto acceptor = bind_listener(ioc, http.listen);
-        port = acceptor.local_endpoint().port();
-        listener = std::make_shared<Listener>(ioc, std::move(acceptor), state);
+          state(std::make_shared<SharedState>(api, http, false)),
+          metrics_state(std::make_shared<SharedState>(api, http, true)) {
+        if (http.enabled) {
+            auto acceptor = bind_listener(ioc, http.listen, "http.listen");
+            port = acceptor.local_endpoint().port();
+            listener = std::make_shared<Listener>(ioc, std::move(acceptor), state);
+        }
+        if (!config.metrics.listen.empty()) {
+            auto acceptor = bind_listener(ioc, config.metrics.listen, "metrics.listen");
+            metrics_port = acceptor.local_endpoint().port();
+            metrics_listener = std::make_shared<Listener>(ioc, std::move(acceptor), metrics_state);
+        }
+    }
+
+    [[nodiscard]] std::vector<std::pair<std::shared_ptr<Listener>, std::shared_ptr<SharedState>>>
+    listeners() const {
+        std::vector<std::pair<std::shared_ptr<Listener>, std::shared_ptr<SharedState>>> out;
+        if (listener) out.emplace_back(listener, state);
+        if (metrics_listener) out.emplace_back(metrics_listener, metrics_state);
+        return out;
     }
 
     config::HttpConfig http;
+    std::string config_metrics_listen;
     Api api;
     net::io_context ioc;
     std::shared_ptr<SharedState> state;
-    std::shared_ptr<Listener> listener;
+    std::shared_ptr<SharedState> metrics_state;
+    std::shared_ptr<Listener> listener;          // http.listen, when http.enabled
+    std::shared_ptr<Listener> metrics_listener;  // metrics.listen, when set
     std::vector<std::thread> threads;
     unsigned short port = 0;
+    unsigned short metrics_port = 0;
     bool started = false;
     bool stopped = false;
 };
@@ -116,11 +139,12 @@ Server::Server(const config::Config& config) : impl_(std::make_unique<Impl>(conf
 Server::~Server() { stop(); }
 
 unsigned short Server::port() const { return impl_->port; }
+unsigned short Server::metrics_port() const { return impl_->metrics_port; }
 
 void Server::start() {
     if (impl_->started) return;
     impl_->started = true;
-    impl_->listener->run();
+    for (auto& [l, s] : impl_->listeners()) l->run();
     for (int i = 0; i < impl_->http.threads; ++i) {
         impl_->threads.emplace_back([this] {
             while (true) {
@@ -134,22 +158,28 @@ void Server::start() {
             }
         });
     }
-    core::log::info("http: listening", {{"listen", impl_->http.listen},
-                                        {"port", std::to_string(impl_->port)},
-                                        {"threads", std::to_string(impl_->http.threads)}});
+    if (impl_->listener) {
+        core::log::info("http: listening", {{"listen", impl_->http.listen},
+                                            {"port", std::to_string(impl_->port)},
+                                            {"threads", std::to_string(impl_->http.threads)}});
+    }
+    if (impl_->metrics_listener) {
+        core::log::info("http: serving /metrics", {{"listen", impl_->config_metrics_listen},
+                                                   {"port", std::to_string(impl_->metrics_port)}});
+    }
 }
 
 void Server::stop() {
     if (impl_->stopped) return;
     impl_->stopped = true;
-    impl_->state->stopping.store(true);
-    impl_->listener->stop();
     // Collect under the lock, post outside it: a session whose last owner is this list runs
     // its destructor here, and the destructor takes the same lock.
     std::vector<std::shared_ptr<Session>> live;
-    {
-        const std::lock_guard lock(impl_->state->mutex);
-        for (auto& [ptr, weak] : impl_->state->sessions) {
+    for (auto& [listener, state] : impl_->listeners()) {
+        state->stopping.store(true);
+        listener->stop();
+        const std::lock_guard lock(state->mutex);
+        for (auto& [ptr, weak] : state->sessions) {
             if (auto s = weak.lock()) live.push_back(std::move(s));
         }
     }
@@ -158,10 +188,12 @@ void Server::stop() {
     if (impl_->started) {
         const auto until = std::chrono::steady_clock::now() + kStopGrace;
         while (std::chrono::steady_clock::now() < until) {
-            {
-                const std::lock_guard lock(impl_->state->mutex);
-                if (impl_->state->sessions.empty()) break;
+            bool idle = true;
+            for (auto& [listener, state] : impl_->listeners()) {
+                const std::lock_guard lock(state->mutex);
+                idle = idle && state->sessions.empty();
             }
+            if (idle) break;
             std::this_thread::sleep_for(std::chrono::milliseconds(10));
         }
     }

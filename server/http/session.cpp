@@ -128,7 +128,8 @@ void Session::on_read(beast::error_code ec, std::size_t /*n*/) {
     const std::string path = target.substr(0, target.find('?'));
     Response response;
     try {
-        response = state_->api.handle(to_request(message));
+        response = state_->metrics_only ? state_->api.handle_metrics(to_request(message))
+                                        : state_->api.handle(to_request(message));
     } catch (const ProblemError& e) {  // from parse_target: a malformed target
         response = problem_response(e.problem(), path);
     }

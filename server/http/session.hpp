@@ -29,9 +29,11 @@ class Session;
 
 // What the listener, the sessions and Server::stop() share.
 struct SharedState {
-    SharedState(const Api& a, const config::HttpConfig& c) : api(a), http(c) {}
+    SharedState(const Api& a, const config::HttpConfig& c, bool metrics)
+        : api(a), http(c), metrics_only(metrics) {}
     const Api& api;
     const config::HttpConfig& http;
+    const bool metrics_only;  // the metrics.listen address: /metrics and /healthz only
     std::atomic<bool> stopping{false};
     std::mutex mutex;
     std::unordered_map<Session*, std::weak_ptr<Session>> sessions;

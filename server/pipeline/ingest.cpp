@@ -11,6 +11,7 @@
 
 #include "trackd/batch/batch.hpp"
 #include "trackd/core/log.hpp"
+#include "trackd/core/metrics.hpp"
 #include "trackd/core/pause_point.hpp"
 #include "trackd/db/connection.hpp"
 #include "trackd/decode/decoder.hpp"
@@ -53,15 +54,58 @@ struct Shard {
     bool committing = false;         // under the pipeline's mutex
 };
 
-struct Counters {
-    std::atomic<std::uint64_t> consumed{0};
-    std::atomic<std::uint64_t> accepted{0};
-    std::atomic<std::uint64_t> rejected{0};
-    std::atomic<std::uint64_t> rows_committed{0};
-    std::atomic<std::uint64_t> batches_committed{0};
-    std::atomic<std::uint64_t> fenced_commits{0};
-    std::atomic<std::uint64_t> db_retries{0};
+// The ingest metrics (docs/operations.md lists them): looked up once, updated lock-free.
+struct Metrics {
+    using M = core::metrics::Labels;
+    core::metrics::Counter& consumed =
+        core::metrics::counter("trackd_messages_consumed_total", "Messages read from Kafka");
+    core::metrics::Counter& accepted = core::metrics::counter(
+        "trackd_messages_accepted_total", "Messages that passed decoding and validation");
+    // By reason code (core/rejection.hpp), indexed by the Reason's value.
+    std::vector<core::metrics::Counter*> rejected = [] {
+        std::vector<core::metrics::Counter*> out;
+        for (const auto& r : core::reasons()) {
+            out.push_back(&core::metrics::counter(
+                "trackd_messages_rejected_total",
+                "Messages refused and written to trackd.dead_letters, by reason code",
+                {{"reason", std::string(r.code)}}));
+        }
+        return out;
+    }();
+    core::metrics::Counter& rows_written =
+        core::metrics::counter("trackd_rows_written_total", "History rows committed to PostGIS");
+    core::metrics::Counter& batches =
+        core::metrics::counter("trackd_batches_committed_total", "Batches committed to PostGIS");
+    core::metrics::Counter& fenced = core::metrics::counter(
+        "trackd_fenced_commits_total",
+        "Batch commits refused by the owner-epoch fence (partitions taken over elsewhere)");
+    core::metrics::Counter& db_retries = core::metrics::counter(
+        "trackd_db_retries_total", "Database operations of the ingest retried after an error");
+    core::metrics::Counter& db_errors_retryable = core::metrics::counter(
+        "trackd_db_errors_total", "Database errors seen by the ingest", M{{"kind", "retryable"}});
+    core::metrics::Counter& db_errors_fatal = core::metrics::counter(
+        "trackd_db_errors_total", "Database errors seen by the ingest", M{{"kind", "fatal"}});
+    core::metrics::Counter& paused_seconds = core::metrics::counter(
+        "trackd_ingest_paused_seconds_total",
+        "Time Kafka fetching was paused because batch.inflight_bytes was reached");
+    core::metrics::Gauge& inflight_bytes = core::metrics::gauge(
+        "trackd_ingest_inflight_bytes", "Payload bytes read from Kafka and not yet committed");
+    core::metrics::Gauge& last_commit = core::metrics::gauge(
+        "trackd_last_commit_timestamp_seconds",
+        "Unix time of the last batch committed to PostGIS (0: none since start)");
+    core::metrics::Histogram& batch_rows =
+        core::metrics::histogram("trackd_batch_rows", "History rows per committed batch",
+                                 core::metrics::exponential_buckets(1, 4, 9));  // 1 .. 65536
+    core::metrics::Histogram& commit_seconds = core::metrics::histogram(
+        "trackd_batch_commit_duration_seconds",
+        "Time of one successful batch transaction (COPY, upsert, dead letters, offsets, COMMIT)",
+        core::metrics::exponential_buckets(0.001, 2, 15));  // 1 ms .. 16 s
+    core::metrics::Histogram& freshness = core::metrics::histogram(
+        "trackd_freshness_seconds", "Per row: commit time minus the Kafka message timestamp",
+        core::metrics::exponential_buckets(0.01, 2, 16));  // 10 ms .. 5.5 min
 };
+
+std::string integer(double v) { return fmt::format("{:.0f}", v); }
 
 class Ingest final : public source::PartitionOwner {
   public:
@@ -86,12 +130,14 @@ class Ingest final : public source::PartitionOwner {
             committers.emplace_back([this, i] { commit_loop(i); });
         }
         auto last_stats = Clock::now();
+        auto last_tick = last_stats;
         const auto limit = config_.batch.inflight_bytes;
         try {
             while (!stop_.load() && !failed()) {
                 // Backpressure: above the in-flight limit stop fetching, keep polling for
                 // group events; resume below three quarters of it.
                 const auto inflight = inflight_bytes_.load();
+                metrics_.inflight_bytes.set(static_cast<double>(inflight));
                 if (!source.paused() && inflight >= limit) {
                     source.pause();
                     core::log::info("paused: in-flight limit reached",
@@ -102,6 +148,11 @@ class Ingest final : public source::PartitionOwner {
                 }
                 if (auto m = source.poll(std::chrono::milliseconds(20))) handle(*m);
                 const auto now = Clock::now();
+                if (source.paused()) {
+                    metrics_.paused_seconds.add(
+                        std::chrono::duration<double>(now - last_tick).count());
+                }
+                last_tick = now;
                 for (std::size_t i = 0; i < shards_.size(); ++i) {
                     if (shards_[i].builder.should_flush(now)) enqueue(i, shards_[i].builder.take());
                 }
@@ -190,8 +241,12 @@ class Ingest final : public source::PartitionOwner {
                 fn();
                 return;
             } catch (const db::DbError& e) {
-                if (!retryable(e)) throw;
-                counters_.db_retries++;
+                if (!retryable(e)) {
+                    metrics_.db_errors_fatal.inc();
+                    throw;
+                }
+                metrics_.db_errors_retryable.inc();
+                metrics_.db_retries.inc();
                 core::log::warn("database unavailable, retrying",
                                 {{"during", what},
                                  {"error", e.what()},
@@ -215,7 +270,7 @@ class Ingest final : public source::PartitionOwner {
     [[nodiscard]] bool failed() const { return failed_.load(); }
 
     void handle(const source::Message& m) {
-        counters_.consumed++;
+        metrics_.consumed.inc();
         inflight_bytes_ += m.payload.size();
         const auto now = Clock::now();
         auto decoded = decoder_.decode(m.payload);
@@ -234,14 +289,14 @@ class Ingest final : public source::PartitionOwner {
         } else if (pos.recorded_at_us > last->recorded_at_us) {
             it->second = here;
         }
-        counters_.accepted++;
+        metrics_.accepted.inc();
         shard_of(m.partition)
             .builder.add_row(batch::Row{std::move(pos), m.partition, m.offset, m.timestamp_ms},
                              m.payload.size(), now);
     }
 
     void reject(const source::Message& m, core::Rejection r, Clock::time_point now) {
-        counters_.rejected++;
+        metrics_.rejected[static_cast<std::size_t>(r.reason)]->inc();
         shard_of(m.partition)
             .builder.add_dead_letter(batch::DeadLetter{m.partition, m.offset, r.reason,
                                                        std::move(r.detail), std::string(m.payload)},
@@ -339,18 +394,20 @@ class Ingest final : public source::PartitionOwner {
             with_retry(
                 "commit batch",
                 [&] {
+                    const auto start = Clock::now();
                     result = writer.commit(b, pending.epochs);
+                    metrics_.commit_seconds.observe(
+                        std::chrono::duration<double>(Clock::now() - start).count());
                     done = true;
                 },
                 &writer, &abandon_);
             if (!done) return;  // abandoned at shutdown
             if (result.fenced.empty()) {
-                counters_.rows_committed += b.rows.size();
-                counters_.batches_committed++;
+                observe_commit(b);
                 if (source_ != nullptr) source_->commit_async(b.next_offsets);
                 return;
             }
-            counters_.fenced_commits++;
+            metrics_.fenced.inc();
             std::string parts;
             for (const auto p : result.fenced) {
                 parts += (parts.empty() ? "" : ",") + std::to_string(p);
@@ -358,6 +415,20 @@ class Ingest final : public source::PartitionOwner {
             }
             core::log::warn("commit refused by the epoch fence: partitions now owned elsewhere",
                             {{"partitions", parts}});
+        }
+    }
+
+    void observe_commit(const batch::Batch& b) {
+        const auto now_ms = now_unix_us() / 1000;
+        metrics_.rows_written.inc(b.rows.size());
+        metrics_.batches.inc();
+        metrics_.batch_rows.observe(static_cast<double>(b.rows.size()));
+        metrics_.last_commit.set(static_cast<double>(now_ms) / 1000.0);
+        for (const auto& row : b.rows) {
+            if (row.kafka_timestamp_ms >= 0) {
+                metrics_.freshness.observe(static_cast<double>(now_ms - row.kafka_timestamp_ms) /
+                                           1000.0);
+            }
         }
     }
 
@@ -370,15 +441,21 @@ class Ingest final : public source::PartitionOwner {
         cv_.notify_all();
     }
 
+    [[nodiscard]] double rejected_total() const {
+        double n = 0;
+        for (const auto* c : metrics_.rejected) n += c->value();
+        return n;
+    }
+
     void log_stats() {
         core::log::info("ingest stats",
-                        {{"consumed", std::to_string(counters_.consumed.load())},
-                         {"accepted", std::to_string(counters_.accepted.load())},
-                         {"rejected", std::to_string(counters_.rejected.load())},
-                         {"rows_committed", std::to_string(counters_.rows_committed.load())},
-                         {"batches_committed", std::to_string(counters_.batches_committed.load())},
-                         {"fenced_commits", std::to_string(counters_.fenced_commits.load())},
-                         {"db_retries", std::to_string(counters_.db_retries.load())},
+                        {{"consumed", integer(metrics_.consumed.value())},
+                         {"accepted", integer(metrics_.accepted.value())},
+                         {"rejected", integer(rejected_total())},
+                         {"rows_committed", integer(metrics_.rows_written.value())},
+                         {"batches_committed", integer(metrics_.batches.value())},
+                         {"fenced_commits", integer(metrics_.fenced.value())},
+                         {"db_retries", integer(metrics_.db_retries.value())},
                          {"inflight_bytes", std::to_string(inflight_bytes_.load())}});
     }
 
@@ -407,7 +484,7 @@ class Ingest final : public source::PartitionOwner {
     std::atomic<bool> failed_{false};
     std::exception_ptr fatal_;
     std::atomic<std::int64_t> inflight_bytes_{0};
-    Counters counters_;
+    Metrics metrics_;
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "trackd/source/kafka_source.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -8,6 +9,7 @@
 
 #include "trackd/core/error.hpp"
 #include "trackd/core/log.hpp"
+#include "trackd/core/metrics.hpp"
 
 namespace trackd::source {
 namespace {
@@ -16,7 +18,17 @@ void set(rd_kafka_conf_t* conf, const std::string& key, const std::string& value
     char err[512];
     if (rd_kafka_conf_set(conf, key.c_str(), value.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
         rd_kafka_conf_destroy(conf);
-        throw core::ConfigError("kafka.properties." + key, err);
+        // librdkafka quotes the refused value; never repeat a secret (sasl.password, ...).
+        std::string message = err;
+        for (const char* word : {"password", "secret", "key", "token", "oauthbearer"}) {
+            if (key.find(word) == std::string::npos || value.empty()) continue;
+            for (auto pos = message.find(value); pos != std::string::npos;
+                 pos = message.find(value, pos + 4)) {
+                message.replace(pos, value.size(), "****");
+            }
+            break;
+        }
+        throw core::ConfigError("kafka.properties." + key, message);
     }
 }
 
@@ -26,6 +38,18 @@ std::vector<std::int32_t> partitions_of(const rd_kafka_topic_partition_list_t* l
     for (int i = 0; i < list->cnt; ++i) out.push_back(list->elems[i].partition);
     return out;
 }
+
+constexpr std::string_view kLagName = "trackd_kafka_consumer_lag_messages";
+constexpr std::string_view kLagHelp =
+    "Messages in the partition after this consumer's position (high watermark minus position)";
+constexpr std::string_view kLagRateName = "trackd_kafka_consumer_lag_change_messages_per_second";
+constexpr std::string_view kLagRateHelp =
+    "Rate of change of the consumer lag over the last 30 s: above 0 the partition falls behind";
+// The rate of change is the slope between the newest and the oldest sample of this window.
+constexpr std::chrono::seconds kLagWindow{30};
+constexpr int kWatermarkQueryTimeoutMs = 200;
+
+core::metrics::Labels partition_label(std::int32_t p) { return {{"partition", std::to_string(p)}}; }
 
 std::string join(const std::vector<std::int32_t>& v) {
     std::string s;
@@ -112,6 +136,7 @@ void KafkaSource::on_rebalance(int err, void* raw) {
             list->elems[i].offset =
                 stored ? *it->second
                        : (start_at_end_ ? RD_KAFKA_OFFSET_END : RD_KAFKA_OFFSET_BEGINNING);
+            start_offsets_[list->elems[i].partition] = list->elems[i].offset;
         }
         core::log::info("partitions assigned", {{"partitions", join(parts)}});
         if (cooperative) {
@@ -129,6 +154,7 @@ void KafkaSource::on_rebalance(int err, void* raw) {
     } else {
         release_message();
         owner_.on_revoked(parts);
+        forget_lag(parts);
         core::log::info("partitions revoked", {{"partitions", join(parts)}});
         if (cooperative) {
             rd_kafka_error_t* e = rd_kafka_incremental_unassign(rk_, list);
@@ -141,6 +167,10 @@ void KafkaSource::on_rebalance(int err, void* raw) {
 
 std::optional<Message> KafkaSource::poll(std::chrono::milliseconds timeout) {
     release_message();
+    if (const auto now = std::chrono::steady_clock::now(); now >= next_lag_refresh_) {
+        next_lag_refresh_ = now + std::chrono::seconds(1);
+        refresh_lag();
+    }
     rd_kafka_message_t* m = rd_kafka_consumer_poll(rk_, static_cast<int>(timeout.count()));
     if (m == nullptr) return std::nullopt;
     if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
@@ -193,6 +223,63 @@ void KafkaSource::commit_async(const std::map<std::int32_t, std::int64_t>& next_
     // Failures only make the lag metric stale; the database holds the real offsets.
     rd_kafka_commit(rk_, list, 1);
     rd_kafka_topic_partition_list_destroy(list);
+}
+
+// Position: the offset after the last message poll() returned (or where the partition starts).
+// High watermark: librdkafka's cached value from fetch responses (no broker round trip); while
+// paused for backpressure nothing is fetched and that value stands still, so then it is asked
+// from the partition leader (a short round trip per partition, once a second, while paused).
+void KafkaSource::refresh_lag() {
+    rd_kafka_topic_partition_list_t* list = nullptr;
+    if (rd_kafka_assignment(rk_, &list) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
+    if (rd_kafka_position(rk_, list) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        const auto now = std::chrono::steady_clock::now();
+        for (int i = 0; i < list->cnt; ++i) {
+            const auto& tp = list->elems[i];
+            std::int64_t low = 0;
+            std::int64_t high = 0;
+            const auto rc =
+                paused_ ? rd_kafka_query_watermark_offsets(rk_, tp.topic, tp.partition, &low, &high,
+                                                           kWatermarkQueryTimeoutMs)
+                        : rd_kafka_get_watermark_offsets(rk_, tp.topic, tp.partition, &low, &high);
+            if (rc != RD_KAFKA_RESP_ERR_NO_ERROR || high < 0) {
+                continue;  // not fetched yet: unknown, not zero
+            }
+            // No position yet (nothing consumed since assignment): where the partition started.
+            std::int64_t position = tp.offset;
+            if (position < 0) {
+                const auto start = start_offsets_.find(tp.partition);
+                if (start == start_offsets_.end()) continue;
+                position = start->second == RD_KAFKA_OFFSET_BEGINNING ? low
+                           : start->second == RD_KAFKA_OFFSET_END     ? high
+                                                                      : start->second;
+                if (position < 0) continue;
+            }
+            const std::int64_t lag = std::max<std::int64_t>(0, high - position);
+            auto& samples = lag_samples_[tp.partition];
+            samples.push_back({now, lag});
+            while (samples.size() > 2 && now - samples.front().at > kLagWindow) {
+                samples.pop_front();
+            }
+            const auto labels = partition_label(tp.partition);
+            core::metrics::gauge(kLagName, kLagHelp, labels).set(static_cast<double>(lag));
+            const double dt =
+                std::chrono::duration<double>(samples.back().at - samples.front().at).count();
+            core::metrics::gauge(kLagRateName, kLagRateHelp, labels)
+                .set(dt > 0 ? static_cast<double>(samples.back().lag - samples.front().lag) / dt
+                            : 0.0);
+        }
+    }
+    rd_kafka_topic_partition_list_destroy(list);
+}
+
+void KafkaSource::forget_lag(const std::vector<std::int32_t>& partitions) {
+    for (const auto p : partitions) {
+        lag_samples_.erase(p);
+        start_offsets_.erase(p);
+        core::metrics::registry().remove(kLagName, partition_label(p));
+        core::metrics::registry().remove(kLagRateName, partition_label(p));
+    }
 }
 
 std::vector<std::int32_t> KafkaSource::assignment() const {

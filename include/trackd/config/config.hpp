@@ -93,6 +93,12 @@ struct ArchiveConfig {
     int metadata_versions_max = 20;                   // old metadata.json files kept
 };
 
+// GET /metrics (Prometheus text format). Empty listen: served on http.listen, unauthenticated;
+// "host:port": served there only (with /healthz), e.g. on an address only Prometheus reaches.
+struct MetricsConfig {
+    std::string listen;
+};
+
 struct LogConfig {
     std::string level = "info";   // debug, info, warn, error
     std::string format = "text";  // text or json
@@ -106,6 +112,7 @@ struct Config {
     ValidateConfig validate;
     PostgisConfig postgis;
     ArchiveConfig archive;
+    MetricsConfig metrics;
     LogConfig log;
 };
 

@@ -8,6 +8,8 @@
 // threads; it is idempotent and the destructor calls it. Connections to PostgreSQL are opened on
 // first use, so start() succeeds while the database is down (/readyz then answers 503).
 // start() and stop() are called from one thread (main); requests are served on the I/O threads.
+// With metrics.listen set, a second listener on that address serves /metrics and /healthz only
+// (and the API listener no longer serves /metrics); with http.enabled false, only that one.
 // The server reads the database only through its own pool: it shares no state with ingest.
 #pragma once
 
@@ -29,6 +31,8 @@ class Server {
 
     // The bound port (useful when http.listen asked for port 0).
     [[nodiscard]] unsigned short port() const;
+    // The bound port of metrics.listen (0 when it is empty).
+    [[nodiscard]] unsigned short metrics_port() const;
 
   private:
     struct Impl;

@@ -4,11 +4,14 @@
 // assignment the source asks its PartitionOwner where to start (the stored offsets) and seeks
 // there; on revocation it tells the owner first. poll() and the owner callbacks run on the one
 // thread that calls poll(). commit_async() (lag monitoring only) may be called from any thread.
+// About once a second poll() also publishes the consumer lag of each assigned partition (high
+// watermark minus position) and its rate of change as metrics.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -69,6 +72,8 @@ class KafkaSource {
     static void rebalance_cb(rd_kafka_s* rk, int err, void* partitions, void* opaque);
     void on_rebalance(int err, void* partitions);
     void release_message();
+    void refresh_lag();
+    void forget_lag(const std::vector<std::int32_t>& partitions);
 
     const config::KafkaConfig& config_;
     PartitionOwner& owner_;
@@ -77,6 +82,14 @@ class KafkaSource {
     bool paused_ = false;
     std::atomic<bool> closed_{false};
     bool start_at_end_ = false;
+    // Lag samples per partition over the last kLagWindow, for the rate of change (poll thread).
+    struct LagSample {
+        std::chrono::steady_clock::time_point at;
+        std::int64_t lag = 0;
+    };
+    std::map<std::int32_t, std::deque<LagSample>> lag_samples_;
+    std::map<std::int32_t, std::int64_t> start_offsets_;  // as assigned (may be logical)
+    std::chrono::steady_clock::time_point next_lag_refresh_{};
 };
 
 }  // namespace trackd::source

@@ -1,5 +1,8 @@
 #include "trackd/config/config.hpp"
 
+#include <fstream>
+#include <sstream>
+
 #include <gtest/gtest.h>
 
 #include "trackd/core/error.hpp"
@@ -265,6 +268,70 @@ TEST(CheckConfigCommand, MasksHttpTokensFromEnvironment) {
     EXPECT_EQ(r.exit_code, 0) << r.output;
     EXPECT_EQ(r.output.find("topsecret"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("\"dash\" = \"write:****\""), std::string::npos) << r.output;
+}
+
+TEST(MetricsConfig, ListenFromFileAndEnvironment) {
+    EXPECT_EQ(load_from_string("", "test.toml", {}).metrics.listen, "");
+    EXPECT_EQ(
+        load_from_string("[metrics]\nlisten = \"0.0.0.0:9464\"\n", "test.toml", {}).metrics.listen,
+        "0.0.0.0:9464");
+    EXPECT_EQ(load_from_string("", "test.toml", {{"TRACKD_METRICS_LISTEN", "127.0.0.1:9464"}})
+                  .metrics.listen,
+              "127.0.0.1:9464");
+    EXPECT_EQ(error_of("[metrics]\nlisten = \"9464\"\n"),
+              "metrics.listen: '9464' is not host:port with a port in 1..65535 (or empty)");
+    EXPECT_EQ(error_of("[metrics]\nlisten = \"127.0.0.1:8080\"\n"),
+              "metrics.listen: must differ from http.listen (leave it empty to serve /metrics "
+              "there)");
+    EXPECT_EQ(error_of("[metrics]\npath = \"/m\"\n"), "metrics.path: unknown key");
+}
+
+// trackd's output when it cannot start (both log formats, debug level) never holds the DSN's
+// password, a bearer token or a secret librdkafka property.
+TEST(Logs, NoSecretInOutput) {
+    for (const char* format : {"text", "json"}) {
+        const auto r = test::run_command(
+            std::string("env TRACKD_LOG_LEVEL=debug TRACKD_LOG_FORMAT=") + format +
+            " TRACKD_PG_DSN=postgresql://trackd:hunter2-pw@127.0.0.1:1/trackd"
+            " TRACKD_PG_CONNECT_TIMEOUT_S=1"
+            " TRACKD_HTTP_TOKENS_DASH=read:tok-0123456789abcdef"
+            " TRACKD_KAFKA_PROPERTIES_SASL_PASSWORD=kafka-pw-0123 " +
+            test::trackd_binary() + " run 2>&1");
+        EXPECT_NE(r.exit_code, 0) << r.output;
+        EXPECT_NE(r.output.find("127.0.0.1"), std::string::npos) << r.output;  // it did say why
+        for (const char* secret : {"hunter2", "tok-0123", "kafka-pw"}) {
+            EXPECT_EQ(r.output.find(secret), std::string::npos) << format << ": " << r.output;
+        }
+    }
+}
+
+// docs/operations.md is the configuration reference: every key of the fields table (as
+// check-config prints them) must be in it.
+TEST(Config, EveryKeyIsDocumentedInOperations) {
+    std::ifstream in(std::string(TRACKD_SOURCE_DIR) + "/docs/operations.md");
+    ASSERT_TRUE(in.good());
+    std::ostringstream doc;
+    doc << in.rdbuf();
+    std::istringstream printed(to_masked_toml(load_from_string("", "test.toml", {})));
+    std::string section;
+    int keys = 0;
+    for (std::string line; std::getline(printed, line);) {
+        if (line.empty()) continue;
+        if (line.front() == '[') {
+            section = line.substr(1, line.size() - 2);
+            if (section == "http.tokens" || section == "kafka.properties") {
+                EXPECT_NE(doc.str().find("`[" + section + "]`"), std::string::npos) << section;
+                section.clear();
+            }
+            continue;
+        }
+        if (section.empty()) continue;
+        const std::string key = section + "." + line.substr(0, line.find(' '));
+        ++keys;
+        EXPECT_NE(doc.str().find("`" + key + "`"), std::string::npos)
+            << key << " is missing from docs/operations.md";
+    }
+    EXPECT_GT(keys, 40);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <simdjson.h>
 
 #include "trackd/config/config.hpp"
+#include "trackd/core/metrics.hpp"
 
 #include "api.hpp"
 #include "auth.hpp"
@@ -255,6 +256,39 @@ TEST_F(ApiWithoutDatabase, EachBadInputClassIs400NamingTheParameter) {
         EXPECT_EQ(outcome(api_.handle(request("GET", target))), std::make_pair(400, parameter))
             << target;
     }
+}
+
+// Requests are counted by route PATTERN, never by the raw path (bounded labels, no ids).
+TEST_F(ApiWithoutDatabase, RequestMetricsUseRoutePatterns) {
+    (void)api_.handle(request("GET", "/v1/vehicles/veh-unbounded-label-42"));
+    (void)api_.handle(request("GET", "/no/such/place-unbounded-label"));
+    (void)api_.handle(request("POST", "/v1/vehicles"));
+    const auto text = core::metrics::registry().render();
+    EXPECT_EQ(text.find("unbounded-label"), std::string::npos) << text;
+    EXPECT_NE(text.find("trackd_http_requests_total{route=\"/v1/vehicles/{}\",method=\"GET\","),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("trackd_http_requests_total{route=\"unmatched\",method=\"other\","
+                        "status=\"404\"}"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("trackd_http_requests_total{route=\"/v1/vehicles\",method=\"other\","
+                        "status=\"405\"}"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("trackd_http_request_duration_seconds_count{route=\"/v1/vehicles/{}\"}"),
+              std::string::npos)
+        << text;
+}
+
+// /metrics answers without a token and while the database is down, saying so in trackd_ready.
+TEST_F(ApiWithoutDatabase, MetricsAnswerWithoutTokenAndDatabase) {
+    const auto r = api_.handle(request("GET", "/metrics", ""));
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.content_type, "text/plain; version=0.0.4; charset=utf-8");
+    EXPECT_NE(r.body.find("\ntrackd_ready 0\n"), std::string::npos) << r.body;
+    EXPECT_NE(r.body.find("# TYPE trackd_process_cpu_seconds_total counter"), std::string::npos);
+    EXPECT_EQ(api_.handle(request("GET", "/metrics?x=1", "")).status, 400);
 }
 
 TEST_F(ApiWithoutDatabase, UnknownPathsMethodsAndAccess) {
