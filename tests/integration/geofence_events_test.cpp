@@ -13,6 +13,7 @@
 #include "trackd/events/geofence_detector.hpp"
 
 #include "support/http_client.hpp"
+#include "support/http_fixture.hpp"
 #include "support/ingest_harness.hpp"
 
 namespace trackd::test {
@@ -499,6 +500,51 @@ FROM generate_series(0, 30) j;
     EXPECT_EQ(ids.at(0, 3), ids.at(0, 0));
     EXPECT_EQ(ids.at(0, 4), ids.at(0, 0));
     std::printf("[ measured ] %zu events, trackd killed %d times\n", expected.size(), kills);
+}
+
+// The zone API's part: the dwell time is set, kept and checked; deleting a zone deletes its
+// detection state but not its events.
+class GeofenceEventsApi : public HttpFixture {};
+
+TEST_F(GeofenceEventsApi, DwellTimeAndZoneDeletion) {
+    const std::string square =
+        R"({"type":"Polygon","coordinates":[[[10,50],[10.1,50],[10.1,50.1],[10,50.1],[10,50]]]})";
+    auto created =
+        write_->request("PUT", "/v1/geofences/depot?dwell_s=30", square, "application/geo+json");
+    ASSERT_EQ(created.status, 201) << created.body;
+    EXPECT_EQ(int64_t(created.json()["properties"]["dwell_s"]), 30);
+    auto replaced = write_->request("PUT", "/v1/geofences/depot", square, "application/geo+json");
+    ASSERT_EQ(replaced.status, 200) << replaced.body;
+    EXPECT_EQ(int64_t(replaced.json()["properties"]["dwell_s"]), 30) << "kept when not given";
+    EXPECT_EQ(int64_t(read_->get("/v1/geofences/depot").json()["properties"]["dwell_s"]), 30);
+    for (const char* bad : {"-1", "1.5", "86401", "x"}) {
+        auto r = write_->request("PUT", std::string("/v1/geofences/depot?dwell_s=") + bad, square,
+                                 "application/geo+json");
+        EXPECT_EQ(r.status, 400) << bad;
+        EXPECT_EQ(str(r.json()["parameter"]), "dwell_s") << bad;
+    }
+    EXPECT_EQ(int64_t(read_->get("/v1/geofences/square").json()["properties"]["dwell_s"]), 0);
+
+    sql("INSERT INTO trackd.geofence_vehicle_state (vehicle_id, zone_id, inside, ingest_batch_id) "
+        "SELECT 'bus-1', zone_id, true, 1 FROM trackd.geofence_zones WHERE zone_name = 'depot'");
+    sql("INSERT INTO trackd.geofence_events (event_id, vehicle_id, zone_name, kind, event_time, "
+        "geom, kafka_partition, kafka_offset, ingest_batch_id) VALUES (1, 'bus-1', 'depot', "
+        "'enter', '2026-01-01T00:00:00Z', ST_SetSRID(ST_MakePoint(10.05, 50.05), 4326), 0, 7, 1)");
+    EXPECT_EQ(write_->request("DELETE", "/v1/geofences/depot").status, 204);
+    EXPECT_EQ(sql("SELECT count(*) FROM trackd.geofence_vehicle_state").at(0, 0), "0");
+    auto events = read_->get("/v1/geofences/depot/events");
+    ASSERT_EQ(events.status, 200) << events.body;
+    EXPECT_EQ(int64_t(events.json()["numberReturned"]), 1) << "events outlive their zone";
+    EXPECT_EQ(str(events.json()["features"].at(0)["properties"]["event_time"]),
+              "2026-01-01T00:00:00Z");
+    EXPECT_EQ(read_->get("/v1/vehicles/bus-1/events?after=-1").status, 400);
+    EXPECT_EQ(
+        read_->get("/v1/vehicles/bus-1/events?from=2026-02-01T00:00:00Z&to=2026-01-01T00:00:00Z")
+            .status,
+        400);
+    EXPECT_EQ(int64_t(read_->get("/v1/vehicles/bus-1/events?to=2025-12-31T00:00:00Z")
+                          .json()["numberReturned"]),
+              0);
 }
 
 }  // namespace
