@@ -271,7 +271,9 @@ run_trackd() {
        GROUP BY 1 HAVING sum(pg_relation_size(c.oid)) > 0 ORDER BY sum(pg_relation_size(c.oid)) DESC" \
       >"$work/sizes.txt"
   fi
-  if ((i > 1)); then drop_db "$db"; fi
+  # Numbered runs: run 1's database serves the COPY limit's export. Named runs (ZONES) are
+  # dropped by their caller.
+  if [[ "$i" =~ ^[0-9]+$ ]] && ((i > 1)); then drop_db "$db"; fi
 }
 
 # ---------------------------------------------------------------- COPY limit
@@ -339,6 +341,8 @@ if ((zones > 0)); then
     run_trackd "plain$r"
     run_trackd "zones$r"
     events[r]=$(psql_at "bench_trackd_${tag}_zones$r" -c 'SELECT count(*) FROM trackd.geofence_events')
+    drop_db "bench_trackd_${tag}_plain$r"
+    drop_db "bench_trackd_${tag}_zones$r"
   done
   best_plain=0
   best_zones=0

@@ -39,12 +39,23 @@ class ArrayText {
 
 std::int64_t to_i64(const std::string& s) { return std::stoll(s); }
 
+// Up to this many points per batch, each point probes the zones' GiST index; above, the
+// points are indexed and each zone probes them.
+constexpr std::size_t kDirectProbeMaxPoints = 2000;
+
 struct ZoneInfo {
     std::string name;
     std::int64_t dwell_us = 0;
 };
 
 }  // namespace
+
+void prepare_geofence_session(db::Connection& conn) {
+    // The batch's points, for the zone lookup of large batches (temporary: no WAL).
+    conn.exec_script(
+        "CREATE TEMP TABLE IF NOT EXISTS geofence_points (i bigint NOT NULL, "
+        "g geometry(Point, 4326) NOT NULL) ON COMMIT DELETE ROWS;");
+}
 
 GeofenceWork detect_geofence_events(db::Connection& conn, const batch::Batch& b) {
     GeofenceWork work;
@@ -100,11 +111,30 @@ GeofenceWork detect_geofence_events(db::Connection& conn, const batch::Batch& b)
     std::unordered_map<std::size_t, std::vector<std::int64_t>> zones_at;  // row -> zone ids
     std::set<std::int64_t> zone_ids;
     {
-        auto r = conn.query(
-            "SELECT p.i, z.zone_id FROM unnest($1::float8[], $2::float8[]) WITH ORDINALITY "
-            "AS p(lon, lat, i) JOIN trackd.geofence_zones z "
-            "ON ST_Covers(z.fence_geom, ST_SetSRID(ST_MakePoint(p.lon, p.lat), 4326))",
-            {lons.text(), lats.text()});
+        db::Result r(nullptr);
+        if (points.size() <= kDirectProbeMaxPoints) {
+            r = conn.query(
+                "SELECT p.i, z.zone_id FROM unnest($1::float8[], $2::float8[]) WITH ORDINALITY "
+                "AS p(lon, lat, i) JOIN trackd.geofence_zones z "
+                "ON ST_Covers(z.fence_geom, ST_SetSRID(ST_MakePoint(p.lon, p.lat), 4326))",
+                {lons.text(), lats.text()});
+        } else {
+            // Many points: probing the zones' index once per point costs ~25 us each; instead
+            // index the points (a bulk GiST build) and probe them once per zone in the batch's
+            // extent, found through the zones' index. Measured 5-10x cheaper at 20,000 points
+            // and 1,000 zones. The index lives only inside this transaction.
+            conn.query(
+                "INSERT INTO geofence_points (i, g) SELECT i, ST_SetSRID(ST_MakePoint(lon, lat), "
+                "4326) FROM unnest($1::float8[], $2::float8[]) WITH ORDINALITY AS p(lon, lat, i)",
+                {lons.text(), lats.text()});
+            conn.exec_script("CREATE INDEX geofence_points_g ON geofence_points USING gist (g)");
+            r = conn.query(
+                "SELECT q.i, z.zone_id FROM trackd.geofence_zones z CROSS JOIN LATERAL "
+                "(SELECT p.i FROM geofence_points p WHERE ST_Covers(z.fence_geom, p.g) OFFSET 0) q "
+                "WHERE z.fence_geom && (SELECT ST_SetSRID(ST_Extent(g), 4326) FROM "
+                "geofence_points)");
+            conn.exec_script("DROP INDEX geofence_points_g");
+        }
         for (int k = 0; k < r.rows(); ++k) {
             const auto row = points[static_cast<std::size_t>(to_i64(r.at(k, 0)) - 1)];
             const auto zone = to_i64(r.at(k, 1));

@@ -2,8 +2,9 @@
 //
 // Contract: detect() runs inside the batch's transaction BEFORE the current-state upsert: it
 // reads each vehicle's latest committed time, asks PostGIS once which zones cover the batch's
-// advancing positions (events::advancing), loads those vehicles' detection state and runs
-// events::detect. write() runs as the LAST work before COMMIT: it stores the new states and,
+// advancing positions (events::advancing; for large batches through a temporary GiST index on
+// the points, built and dropped inside the transaction), loads those vehicles' detection state and
+// runs events::detect. write() runs as the LAST work before COMMIT: it stores the new states and,
 // if there are events, takes their ids from trackd.geofence_event_ids (whose row lock orders
 // event-producing transactions, so ids follow commit order) and inserts them. A batch with no
 // zones defined costs one query. Database errors propagate as db::DbError. Owned by one thread.
@@ -39,6 +40,9 @@ struct GeofenceWork {
     std::vector<VehicleEvent> events;
     std::vector<StateChange> changes;
 };
+
+// Once per connection: the session's temporary table for the batch's points.
+void prepare_geofence_session(db::Connection& conn);
 
 GeofenceWork detect_geofence_events(db::Connection& conn, const batch::Batch& batch);
 

@@ -123,6 +123,7 @@ void PostgisSink::prepare_session(db::Connection& conn) {
     conn.exec_script(
         "CREATE TEMP TABLE IF NOT EXISTS current_stage "
         "(LIKE trackd.vehicle_current_state INCLUDING DEFAULTS) ON COMMIT DELETE ROWS;");
+    prepare_geofence_session(conn);
 }
 
 db::Connection& PostgisSink::connection() {
