@@ -5,6 +5,7 @@
 #   bash bench/ingest.sh [--messages N] [--vehicles N] [--partitions N] [--bad-share F]
 #                        [--repeat R] [--python-seconds S] [--python-messages N] [--no-python]
 #                        [--profile [--variant-repeat 3] [--variant-connections 1]] [--no-record]
+#   ZONES=1000 bash bench/ingest.sh --messages 300000 --no-python   (or --zones N)
 #
 # 1. builds what it needs (release preset), starts the local services if they are not running,
 #    creates a fresh topic and pre-produces the messages with trackd-fleet (default 2,000,000
@@ -26,8 +27,14 @@
 # each index and with other schema choices, to attribute their cost (each variant
 # --variant-repeat times on --variant-connections connections; the lowest backend CPU counts).
 #
+# With ZONES=N (or --zones N) the run is a side-by-side of geofence event detection instead:
+# after producing, trackd runs alternately into a database without zones and one with N zones
+# (random ~900 m squares over the fleet's city, fixed seed), --repeat times each, and the ratio
+# of the best rows/s of each is printed and recorded (no COPY limit, no Python consumer).
+#
 # Environment: TRACKD_BATCH_* and other TRACKD_* settings reach trackd (and are recorded);
-# TRACKD_BENCH_BIN / TRACKD_BENCH_LABEL measure binaries built elsewhere (bench/lib.sh).
+# TRACKD_BENCH_BIN / TRACKD_BENCH_LABEL measure binaries built elsewhere (bench/lib.sh);
+# TRACKD_BENCH_SERVICES=running skips starting the local services (they are up already).
 # Never stops or resets the shared services; its databases (bench_*_<pid>) and topic
 # (bench-ingest-<pid>) are dropped at the end, whatever happens.
 set -euo pipefail
@@ -46,6 +53,7 @@ profile=0
 variant_repeat=3
 variant_connections=1
 record=1
+zones="${ZONES:-0}"
 while (($#)); do
   case "$1" in
     --messages) messages="$2"; shift 2 ;;
@@ -60,6 +68,7 @@ while (($#)); do
     --variant-repeat) variant_repeat="$2"; shift 2 ;;
     --variant-connections) variant_connections="$2"; shift 2 ;;
     --no-record) record=0; shift ;;
+    --zones) zones="$2"; shift 2 ;;
     -h | --help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
@@ -123,7 +132,8 @@ pg_counters() {
 
 started=$SECONDS
 bench_build
-bench_services
+# TRACKD_BENCH_SERVICES=running: the services are up and managed by someone else; leave them be.
+[[ "${TRACKD_BENCH_SERVICES:-}" == running ]] || bench_services
 ((run_python)) && bench_python_env
 machine="$(machine_description)"
 commit="$(git_describe)"
@@ -153,6 +163,7 @@ run_trackd() {
   local i="$1" db="bench_trackd_${tag}_$1" group="bench-trackd-${tag}-$1" out="$work/trackd_$1.kv"
   local dsn pg0 pg1 k0 k1 m0 m1 t_launch perf_pids=() writer_pids="" pid main_tid
   new_db "$db"
+  [[ "$i" == zones* ]] && define_zones "$db" "$zones"
   dsn="$(dsn_of "$db")"
   pg0="$(pg_cpu_total)"
   k0="$(cpu_of "$(kafka_pid)")"
@@ -260,7 +271,9 @@ run_trackd() {
        GROUP BY 1 HAVING sum(pg_relation_size(c.oid)) > 0 ORDER BY sum(pg_relation_size(c.oid)) DESC" \
       >"$work/sizes.txt"
   fi
-  if ((i > 1)); then drop_db "$db"; fi
+  # Numbered runs: run 1's database serves the COPY limit's export. Named runs (ZONES) are
+  # dropped by their caller.
+  if [[ "$i" =~ ^[0-9]+$ ]] && ((i > 1)); then drop_db "$db"; fi
 }
 
 # ---------------------------------------------------------------- COPY limit
@@ -315,6 +328,55 @@ run_limit() {
   drop_db "$db"
   say "COPY limit ($name, $conns connection(s)): $(kv "$out" rows) rows in $(kv "$out" seconds)s: $(kv "$out" rows_per_s) rows/s (other processes used $(kv "$out" others_s) CPU-s meanwhile)"
 }
+
+# define_zones DB N: N geofence zones over the fleet's city (Berlin, 15 km), the same each run.
+define_zones() {
+  psql_at "$1" -c "SELECT setseed(0.42); INSERT INTO trackd.geofence_zones (zone_name, fence_geom)
+    SELECT 'bench-' || i, ST_Multi(ST_Expand(ST_SetSRID(ST_MakePoint(13.2 + random() * 0.41,
+           52.38 + random() * 0.28), 4326), 0.004)) FROM generate_series(1, $2) i" >/dev/null
+}
+
+if ((zones > 0)); then
+  for ((r = 1; r <= repeat; r++)); do
+    run_trackd "plain$r"
+    run_trackd "zones$r"
+    events[r]=$(psql_at "bench_trackd_${tag}_zones$r" -c 'SELECT count(*) FROM trackd.geofence_events')
+    drop_db "bench_trackd_${tag}_plain$r"
+    drop_db "bench_trackd_${tag}_zones$r"
+  done
+  best_plain=0
+  best_zones=0
+  for ((r = 1; r <= repeat; r++)); do
+    p=$(kv "$work/trackd_plain$r.kv" rows_per_s)
+    z=$(kv "$work/trackd_zones$r.kv" rows_per_s)
+    ((p > best_plain)) && best_plain=$p
+    ((z > best_zones)) && best_zones=$z
+  done
+  report="$work/report.md"
+  {
+    echo "Geofence event detection: $sent messages ($vehicles vehicles, $partitions partitions), trackd"
+    echo "without zones and with $zones zones, alternately, $repeat time(s) each; best rows/s of each."
+    echo "Machine: $machine. Commit: $commit. Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
+    echo "Command: \`ZONES=$zones bash bench/ingest.sh --messages $messages --vehicles $vehicles --partitions $partitions --repeat $repeat\` ${trackd_settings}"
+    echo
+    echo "| run | rows/s end to end | events |"
+    echo "|---|---|---|"
+    for ((r = 1; r <= repeat; r++)); do
+      echo "| no zones #$r | $(kv "$work/trackd_plain$r.kv" rows_per_s) | 0 |"
+      echo "| $zones zones #$r | $(kv "$work/trackd_zones$r.kv" rows_per_s) | ${events[r]} |"
+    done
+    echo
+    echo "Ratio with/without zones (best of each): $(calc "$best_zones / $best_plain" %.2f). The machine is shared: the ratio, not the absolute rows/s, is the result."
+  } >"$report"
+  echo
+  cat "$report"
+  if ((record)); then
+    append_results "bench/ingest.sh ZONES=$zones" <"$report"
+    say "appended to bench/RESULTS.md"
+  fi
+  say "done in $((SECONDS - started)) s"
+  exit 0
+fi
 
 for ((r = 1; r <= repeat; r++)); do
   run_trackd "$r"

@@ -13,6 +13,7 @@ Api::Api(const config::Config& config, std::string fallback_host)
       vehicles_(ctx_),
       geofences_(ctx_),
       features_(ctx_),
+      events_(ctx_),
       meta_(ctx_) {
     // Order matters where patterns overlap: /v1/vehicles/nearby before /v1/vehicles/{}.
     meta_.add_routes(router_, config.metrics.listen.empty());
@@ -20,6 +21,7 @@ Api::Api(const config::Config& config, std::string fallback_host)
     vehicles_.add_routes(router_);
     geofences_.add_routes(router_);
     features_.add_routes(router_);
+    events_.add_routes(router_);
 }
 
 }  // namespace trackd::http

@@ -13,6 +13,7 @@
 
 #include "auth.hpp"
 #include "connection_pool.hpp"
+#include "event_service.hpp"
 #include "features_service.hpp"
 #include "geofence_service.hpp"
 #include "meta_service.hpp"
@@ -44,6 +45,7 @@ class Api {
     VehicleService vehicles_;
     GeofenceService geofences_;
     FeaturesService features_;
+    EventService events_;
     MetaService meta_;
 };
 

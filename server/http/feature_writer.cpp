@@ -21,7 +21,7 @@ const char* const kPositionColumns =
 const char* const kGeofenceColumns =
     "zone_name, ST_AsGeoJSON(ST_ForcePolygonCCW(fence_geom), 9), "
     "(extract(epoch FROM created_at) * 1000000)::int8, "
-    "(extract(epoch FROM updated_at) * 1000000)::int8, ST_Area(fence_geom::geography)";
+    "(extract(epoch FROM updated_at) * 1000000)::int8, ST_Area(fence_geom::geography), dwell_s";
 
 namespace {
 
@@ -101,6 +101,7 @@ void write_geofence(JsonWriter& w, const db::Result& r, int row) {
     w.key("updated_at").value(format_rfc3339(std::stoll(r.at(row, 3))));
     w.key("area_m2");
     number_or_null(w, r, row, 4);
+    w.key("dwell_s").number_text(r.at(row, 5));
     w.end_object();
     w.end_object();
 }

@@ -22,8 +22,8 @@ extern const char* const kVehicleColumns;
 // 12 columns: vehicle_id, recorded_at (µs), lon, lat, altitude, speed, heading, accuracy,
 // attributes, ingest_batch_id, kafka_partition, kafka_offset.
 extern const char* const kPositionColumns;
-// 5 columns: zone_name, GeoJSON geometry (exterior rings counter-clockwise), created_at (µs),
-// updated_at (µs), area in m².
+// 6 columns: zone_name, GeoJSON geometry (exterior rings counter-clockwise), created_at (µs),
+// updated_at (µs), area in m², dwell_s.
 extern const char* const kGeofenceColumns;
 
 // Writes a Feature; `extra` members are added to its properties (e.g. distance_m), in order.

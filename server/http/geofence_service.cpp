@@ -1,5 +1,8 @@
 #include "geofence_service.hpp"
 
+#include <cmath>
+#include <optional>
+
 #include "feature_writer.hpp"
 #include "fence_geometry.hpp"
 #include "params.hpp"
@@ -10,6 +13,8 @@ namespace {
 
 // Zone names are identifiers people type; a short bound keeps them usable in URLs and logs.
 constexpr std::size_t kMaxZoneNameBytes = 200;
+// Longest debounce a zone may have (one day), as the database's constraint says.
+constexpr int kMaxDwellS = 86400;
 
 [[noreturn]] void zone_not_found(const std::string& name) {
     throw ProblemError(ProblemKind::resource_not_found,
@@ -42,7 +47,7 @@ void GeofenceService::add_routes(Router& router) {
 }
 
 Response GeofenceService::put(const Request& req, const std::string& zone_name) {
-    req.query.only({"repair"});
+    req.query.only({"repair", "dwell_s"});
     check_identifier("zone_name", zone_name, kMaxZoneNameBytes);
     if (!json_content_type(req.content_type)) {
         throw ProblemError(ProblemKind::unsupported_media_type,
@@ -52,16 +57,27 @@ Response GeofenceService::put(const Request& req, const std::string& zone_name) 
     }
     const bool repair =
         req.query.get("repair") ? parse_bool("repair", *req.query.get("repair")) : false;
+    // Debounce of the zone's events; absent: 0 for a new zone, unchanged for an existing one.
+    std::optional<std::string> dwell;
+    if (const auto text = req.query.get("dwell_s")) {
+        const double d = parse_number("dwell_s", *text);
+        if (d < 0 || d > kMaxDwellS || d != std::floor(d)) {
+            bad_parameter("dwell_s", "'" + *text + "' is not a whole number of seconds from 0 to " +
+                                         std::to_string(kMaxDwellS));
+        }
+        dwell = std::to_string(static_cast<long>(d));
+    }
     const FenceGeometry fence = parse_fence(req.body, repair);
     // xmax = 0 only for a freshly inserted row: tells 201 from 200.
     static const Statement st{
         "geofence_put",
-        std::string("INSERT INTO trackd.geofence_zones AS z (zone_name, fence_geom) "
-                    "VALUES ($1, $2::geometry) ON CONFLICT (zone_name) DO UPDATE SET "
-                    "fence_geom = EXCLUDED.fence_geom, updated_at = now() RETURNING ") +
+        std::string("INSERT INTO trackd.geofence_zones AS z (zone_name, fence_geom, dwell_s) "
+                    "VALUES ($1, $2::geometry, coalesce($3::int, 0)) ON CONFLICT (zone_name) DO "
+                    "UPDATE SET fence_geom = EXCLUDED.fence_geom, "
+                    "dwell_s = coalesce($3::int, z.dwell_s), updated_at = now() RETURNING ") +
             kGeofenceColumns + ", (xmax = 0)"};
-    const auto r = ctx_.pool.run(st, {zone_name, fence.ewkb_hex});
-    const bool created = r.at(0, 5) == "t";
+    const auto r = ctx_.pool.run(st, {zone_name, fence.ewkb_hex, dwell});
+    const bool created = r.at(0, 6) == "t";
     JsonWriter w;
     write_geofence(w, r, 0);
     std::string body = w.take();
@@ -120,9 +136,12 @@ Response GeofenceService::list(const Request& req) {
 Response GeofenceService::remove(const Request& req, const std::string& zone_name) {
     req.query.only({});
     check_identifier("zone_name", zone_name, kMaxZoneNameBytes);
+    // The zone's detection state goes with it (its events stay). No exit events are written.
     static const Statement st{"geofence_delete",
-                              "DELETE FROM trackd.geofence_zones WHERE zone_name = $1"};
-    if (ctx_.pool.run(st, {zone_name}).affected() == 0) zone_not_found(zone_name);
+                              "WITH z AS (DELETE FROM trackd.geofence_zones WHERE zone_name = $1 "
+                              "RETURNING zone_id), s AS (DELETE FROM trackd.geofence_vehicle_state "
+                              "WHERE zone_id IN (SELECT zone_id FROM z)) SELECT count(*) FROM z"};
+    if (ctx_.pool.run(st, {zone_name}).at(0, 0) == "0") zone_not_found(zone_name);
     Response r;
     r.status = 204;
     r.content_type.clear();

@@ -6,6 +6,8 @@
 // parameters given twice, so that no such text ever reaches SQL or a response.
 #pragma once
 
+#include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,7 +41,24 @@ struct Request {
     std::string host;           // Host header (validated), used to build absolute links
     std::string authorization;  // Authorization header; never logged
     std::string content_type;
+    std::string last_event_id;  // Last-Event-ID header (Server-Sent Events resume)
     std::string body;
+};
+
+// A response body that goes on after the first bytes (Server-Sent Events). The session sends
+// the response's `body` first, then calls next() on its strand: text to send now, or empty
+// when there is nothing yet (it asks again after poll_interval(), and sends a comment line
+// after heartbeat() of silence). The stream ends when the client goes, the server stops, or
+// next() throws. The connection is not reused afterwards.
+class BodyStream {
+  public:
+    BodyStream() = default;
+    virtual ~BodyStream() = default;
+    BodyStream(const BodyStream&) = delete;
+    BodyStream& operator=(const BodyStream&) = delete;
+    virtual std::string next() = 0;
+    [[nodiscard]] virtual std::chrono::milliseconds poll_interval() const = 0;
+    [[nodiscard]] virtual std::chrono::milliseconds heartbeat() const = 0;
 };
 
 struct Response {
@@ -47,6 +66,7 @@ struct Response {
     std::string content_type = "application/json";
     std::string body;
     std::vector<std::pair<std::string, std::string>> headers;
+    std::shared_ptr<BodyStream> stream;  // set: `body` is only the beginning
 };
 
 struct Target {

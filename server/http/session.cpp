@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/write.hpp>
 
 #include "trackd/core/log.hpp"
 
@@ -31,6 +32,7 @@ Request to_request(bhttp::request<bhttp::string_body>& m) {
     r.host = std::string(m[bhttp::field::host]);
     r.authorization = std::string(m[bhttp::field::authorization]);
     r.content_type = std::string(m[bhttp::field::content_type]);
+    r.last_event_id = std::string(m["Last-Event-ID"]);
     r.body = std::move(m.body());
     return r;
 }
@@ -38,7 +40,7 @@ Request to_request(bhttp::request<bhttp::string_body>& m) {
 }  // namespace
 
 Session::Session(tcp::socket&& socket, std::shared_ptr<SharedState> state)
-    : stream_(std::move(socket)), state_(std::move(state)) {}
+    : stream_(std::move(socket)), state_(std::move(state)), stream_timer_(stream_.get_executor()) {}
 
 Session::~Session() {
     const std::lock_guard lock(state_->mutex);
@@ -133,7 +135,73 @@ void Session::on_read(beast::error_code ec, std::size_t /*n*/) {
     } catch (const ProblemError& e) {  // from parse_target: a malformed target
         response = problem_response(e.problem(), path);
     }
+    if (response.stream) return start_stream(std::move(response), method, path);
     send(std::move(response), keep_alive, method, path);
+}
+
+// A streaming response (Server-Sent Events): the head and the first bytes, then whatever the
+// body stream yields, until the client goes or the server stops. No Content-Length and no
+// chunking: the body ends when the connection closes, so the connection is not reused.
+void Session::start_stream(Response r, const std::string& method, const std::string& path) {
+    core::log::debug("http request",
+                     {{"method", method}, {"path", path}, {"status", std::to_string(r.status)}});
+    body_stream_ = std::move(r.stream);
+    std::string head = std::string(version_ == 10 ? "HTTP/1.0 " : "HTTP/1.1 ") +
+                       std::to_string(r.status) + " " +
+                       std::string(bhttp::obsolete_reason(static_cast<bhttp::status>(r.status))) +
+                       "\r\nServer: trackd\r\nContent-Type: " + r.content_type + "\r\n";
+    for (const auto& [name, value] : r.headers) head += name + ": " + value + "\r\n";
+    head += "Connection: close\r\n\r\n";
+    // Only a closed connection ends the stream early: watch for it while waiting to write.
+    stream_.expires_never();
+    watch_stream_client();
+    stream_write(head + r.body);
+}
+
+void Session::watch_stream_client() {
+    stream_.async_read_some(
+        net::buffer(drain_), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+            if (ec) return self->end_stream();
+            self->watch_stream_client();  // a client has nothing to say here: discard it
+        });
+}
+
+void Session::stream_write(std::string text) {
+    stream_out_ = std::move(text);
+    // A client that stops reading holds the connection at most this long.
+    stream_.expires_after(std::chrono::milliseconds(state_->http.read_timeout_ms));
+    net::async_write(stream_, net::buffer(stream_out_),
+                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                         if (ec) return self->end_stream();
+                         self->stream_.expires_never();
+                         self->stream_last_write_ = std::chrono::steady_clock::now();
+                         self->stream_poll();
+                     });
+}
+
+void Session::stream_poll() {
+    if (!body_stream_ || state_->stopping.load()) return end_stream();
+    std::string text;
+    try {
+        text = body_stream_->next();
+    } catch (const std::exception& e) {
+        // The client reconnects (with Last-Event-ID) and resumes where it was.
+        core::log::warn("http: event stream ended", {{"error", e.what()}});
+        return end_stream();
+    }
+    if (!text.empty()) return stream_write(std::move(text));
+    if (std::chrono::steady_clock::now() - stream_last_write_ >= body_stream_->heartbeat()) {
+        return stream_write(": keep-alive\n\n");
+    }
+    stream_timer_.expires_after(body_stream_->poll_interval());
+    stream_timer_.async_wait(
+        [self = shared_from_this()](beast::error_code) { self->stream_poll(); });
+}
+
+void Session::end_stream() {
+    body_stream_.reset();
+    stream_timer_.cancel();
+    close();
 }
 
 void Session::send(Response r, bool keep_alive, const std::string& method,

@@ -4,8 +4,9 @@
 // Contract: all of a session's work runs on its own strand. Timeouts: http.idle_timeout_ms while
 // waiting for the first byte of the next request, http.read_timeout_ms from that byte to the end
 // of the request (so a slow client cannot hold a connection forever), and the same bound for
-// writing the response. Oversized headers answer 431, oversized bodies 413, unparseable requests
-// 400; each of those closes the connection after the answer.
+// writing the response (each write of a streaming response too; a stream otherwise lasts until
+// the client or the server ends it). Oversized headers answer 431, oversized bodies 413,
+// unparseable requests 400; each of those closes the connection after the answer.
 #pragma once
 
 #include <array>
@@ -16,6 +17,7 @@
 #include <unordered_map>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
@@ -58,6 +60,11 @@ class Session : public std::enable_shared_from_this<Session> {
     void on_read(boost::beast::error_code ec, std::size_t n);
     void send(Response r, bool keep_alive, const std::string& method, const std::string& path);
     void on_write(bool keep_alive, boost::beast::error_code ec, std::size_t n);
+    void start_stream(Response r, const std::string& method, const std::string& path);
+    void watch_stream_client();
+    void stream_write(std::string text);
+    void stream_poll();
+    void end_stream();
     void drain_and_close();
     void drain_some(std::size_t drained);
     void close();
@@ -68,6 +75,11 @@ class Session : public std::enable_shared_from_this<Session> {
     boost::beast::http::response<boost::beast::http::string_body> res_;
     std::shared_ptr<SharedState> state_;
     std::array<char, 4096> drain_{};
+    // A streaming response (Server-Sent Events) in progress.
+    std::shared_ptr<BodyStream> body_stream_;
+    boost::asio::steady_timer stream_timer_;
+    std::string stream_out_;
+    std::chrono::steady_clock::time_point stream_last_write_{};
     unsigned version_ = 11;
     bool idle_ = false;
 };

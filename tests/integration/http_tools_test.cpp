@@ -73,12 +73,15 @@ TEST_F(HttpTools, SchemathesisFindsNoServerErrorAndNoSchemaViolation) {
         " --checks not_a_server_error,status_code_conformance,content_type_conformance,"
         "response_schema_conformance,response_headers_conformance"
         " --phases examples,coverage,fuzzing --max-examples 25 --seed 20261130"
-        " --generation-database none --no-color --request-timeout 10");
+        " --generation-database none --no-color --request-timeout 10"
+        // The event stream does not end by itself (docs/api.md); the integration test of the
+        // geofence events reads it.
+        " --exclude-path /v1/events/stream");
     EXPECT_EQ(r.exit_code, 0) << r.output;
     // It really exercised every operation.
     std::smatch m;
     ASSERT_TRUE(std::regex_search(r.output, m, std::regex(R"(Tested: (\d+))"))) << r.output;
-    EXPECT_EQ(m[1].str(), "18") << r.output;  // 17 API operations and /metrics
+    EXPECT_EQ(m[1].str(), "20") << r.output;  // 19 API operations (the stream skipped) and /metrics
     EXPECT_NE(r.output.find("passed"), std::string::npos) << r.output;
     EXPECT_EQ(r.output.find(" failed"), std::string::npos) << r.output;
 }

@@ -7,8 +7,10 @@
 
 #include "trackd/core/log.hpp"
 #include "trackd/db/connection.hpp"
+#include "trackd/events/counters.hpp"
 
 #include "copy_encoder.hpp"
+#include "geofence_events.hpp"
 
 namespace trackd::sink::postgis {
 namespace {
@@ -121,6 +123,7 @@ void PostgisSink::prepare_session(db::Connection& conn) {
     conn.exec_script(
         "CREATE TEMP TABLE IF NOT EXISTS current_stage "
         "(LIKE trackd.vehicle_current_state INCLUDING DEFAULTS) ON COMMIT DELETE ROWS;");
+    prepare_geofence_session(conn);
 }
 
 db::Connection& PostgisSink::connection() {
@@ -228,6 +231,10 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
             return result;
         }
 
+        // Before the current-state upsert: detection starts from each vehicle's latest
+        // committed position.
+        const GeofenceWork geofence = detect_geofence_events(conn, b);
+
         CopyEncoder enc;
         if (!b.rows.empty()) {
             // History in time order: neighbouring rows share a partition and index pages.
@@ -295,7 +302,10 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
             conn.copy_send(enc.data());
             conn.copy_end();
         }
+        // Last before COMMIT: it takes the event ids, whose lock is held until COMMIT.
+        const std::size_t events = write_geofence_events(conn, geofence, result.ingest_batch_id);
         conn.exec_script("COMMIT");
+        events::events_emitted().inc(events);
     } catch (const db::DbError&) {
         rollback_quietly(conn);
         throw;

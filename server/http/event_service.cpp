@@ -1,0 +1,202 @@
+#include "event_service.hpp"
+
+#include <charconv>
+
+#include "trackd/events/counters.hpp"
+
+#include "feature_writer.hpp"
+#include "params.hpp"
+#include "problem.hpp"
+
+namespace trackd::http {
+namespace {
+
+// As for the geofence endpoints.
+constexpr std::size_t kMaxZoneNameBytes = 200;
+
+// 9 columns: event_id, vehicle_id, zone_name, kind, event_time (µs), lon, lat, kafka_partition,
+// kafka_offset.
+const char* const kEventColumns =
+    "event_id, vehicle_id, zone_name, kind, (extract(epoch FROM event_time) * 1000000)::int8, "
+    "ST_X(geom), ST_Y(geom), kafka_partition, kafka_offset";
+
+void write_event(JsonWriter& w, const db::Result& r, int row) {
+    w.begin_object();
+    w.key("type").value("Feature");
+    w.key("id").number_text(r.at(row, 0));
+    w.key("geometry").begin_object();
+    w.key("type").value("Point");
+    w.key("coordinates").begin_array();
+    w.number_text(r.at(row, 5));
+    w.number_text(r.at(row, 6));
+    w.end_array();
+    w.end_object();
+    w.key("properties").begin_object();
+    w.key("event_id").number_text(r.at(row, 0));
+    w.key("vehicle_id").value(r.at(row, 1));
+    w.key("zone_name").value(r.at(row, 2));
+    w.key("kind").value(r.at(row, 3));
+    w.key("event_time").value(format_rfc3339(std::stoll(r.at(row, 4))));
+    w.key("kafka_partition").number_text(r.at(row, 7));
+    w.key("kafka_offset").number_text(r.at(row, 8));
+    w.end_object();
+    w.end_object();
+}
+
+std::int64_t parse_event_id(const std::string& name, const std::string& text) {
+    std::int64_t v = 0;
+    const char* b = text.data();
+    const char* e = b + text.size();
+    auto [ptr, ec] = std::from_chars(b, e, v);
+    if (text.empty() || ec != std::errc{} || ptr != e || v < 0) {
+        bad_parameter(name, "'" + text + "' is not an event id (a whole number, 0 or more)");
+    }
+    return v;
+}
+
+// One GET /v1/events/stream response: polls for events after its position.
+class EventStream : public BodyStream {
+  public:
+    EventStream(EventService& service, std::int64_t after) : service_(service), after_(after) {
+        events::stream_clients_connected().inc();
+        events::stream_clients_open().inc();
+    }
+    ~EventStream() override { events::stream_clients_open().dec(); }
+    EventStream(const EventStream&) = delete;
+    EventStream& operator=(const EventStream&) = delete;
+
+    std::string next() override {
+        if (service_.latest_event_id() <= after_) return {};
+        return service_.events_after(after_, kPage);
+    }
+    [[nodiscard]] std::chrono::milliseconds poll_interval() const override {
+        return EventService::kPollInterval;
+    }
+    [[nodiscard]] std::chrono::milliseconds heartbeat() const override {
+        return EventService::kHeartbeat;
+    }
+
+  private:
+    static constexpr int kPage = 500;
+    EventService& service_;
+    std::int64_t after_;
+};
+
+}  // namespace
+
+void EventService::add_routes(Router& router) {
+    router.add("GET", "/v1/geofences/{}/events", Access::read,
+               [this](const Request& r, const auto& a) { return zone_events(r, a[0]); });
+    router.add("GET", "/v1/vehicles/{}/events", Access::read,
+               [this](const Request& r, const auto& a) { return vehicle_events(r, a[0]); });
+    router.add("GET", "/v1/events/stream", Access::read,
+               [this](const Request& r, const auto&) { return stream(r); });
+}
+
+Response EventService::zone_events(const Request& req, const std::string& zone_name) {
+    check_identifier("zone_name", zone_name, kMaxZoneNameBytes);
+    return list(req, "zone_name", zone_name);
+}
+
+Response EventService::vehicle_events(const Request& req, const std::string& vehicle_id) {
+    check_identifier("vehicle_id", vehicle_id, kMaxIdentifierBytes);
+    return list(req, "vehicle_id", vehicle_id);
+}
+
+Response EventService::list(const Request& req, const char* key_column, const std::string& key) {
+    const auto& q = req.query;
+    q.only({"from", "to", "limit", "after"});
+    const int limit = parse_limit(q, kDefaultLimit, ctx_.http.max_limit);
+    std::optional<std::int64_t> from;
+    std::optional<std::int64_t> to;
+    if (const auto t = q.get("from")) from = parse_rfc3339("from", *t);
+    if (const auto t = q.get("to")) to = parse_rfc3339("to", *t);
+    if (from && to && *from > *to) {
+        bad_parameter("from",
+                      "'" + format_rfc3339(*from) + "' is after to '" + format_rfc3339(*to) + "'");
+    }
+    // Time order, ties by id; the page key is the last event's (event_time, event_id), found
+    // from its id. Answered from the (key, event_time, event_id) indexes of V0007.
+    SqlBuilder sql(std::string("SELECT ") + kEventColumns + " FROM trackd.geofence_events WHERE " +
+                   key_column + " = ");
+    sql += sql.bind(key);
+    if (from) sql += " AND event_time >= " + sql.bind(format_rfc3339(*from)) + "::timestamptz";
+    if (to) sql += " AND event_time <= " + sql.bind(format_rfc3339(*to)) + "::timestamptz";
+    if (const auto a = q.get("after")) {
+        const std::string id = sql.bind(std::to_string(parse_event_id("after", *a)));
+        sql +=
+            " AND (event_time, event_id) > (SELECT event_time, event_id FROM "
+            "trackd.geofence_events WHERE event_id = " +
+            id + "::int8)";
+    }
+    sql += " ORDER BY event_time, event_id LIMIT " + sql.bind(std::to_string(limit + 1));
+    const auto r = ctx_.pool.run(statement_for(sql.sql()), sql.params());
+    const int n = std::min(r.rows(), limit);
+    JsonWriter w;
+    w.begin_object();
+    w.key("type").value("FeatureCollection");
+    w.key("features").begin_array();
+    for (int i = 0; i < n; ++i) write_event(w, r, i);
+    w.end_array();
+    w.key("numberReturned").value(n);
+    w.key("links").begin_array();
+    write_link(w, "self", "application/geo+json", url_with(req, ctx_.fallback_host, {}));
+    if (r.rows() > limit) {
+        write_link(w, "next", "application/geo+json",
+                   url_with(req, ctx_.fallback_host, {{"after", r.at(n - 1, 0)}}));
+    }
+    w.end_array();
+    w.end_object();
+    return geojson_response(w.take());
+}
+
+std::int64_t EventService::latest_event_id() {
+    const std::lock_guard lock(mutex_);
+    const auto now = std::chrono::steady_clock::now();
+    if (latest_ < 0 || now - latest_read_at_ >= kPollInterval) {
+        static const Statement st{"events_latest",
+                                  "SELECT last_event_id FROM trackd.geofence_event_ids"};
+        const auto r = ctx_.pool.run(st);
+        latest_ = r.rows() == 0 ? 0 : std::stoll(r.at(0, 0));
+        latest_read_at_ = now;
+    }
+    return latest_;
+}
+
+std::string EventService::events_after(std::int64_t& after, int limit) {
+    static const Statement st{"events_after", std::string("SELECT ") + kEventColumns +
+                                                  " FROM trackd.geofence_events WHERE event_id > "
+                                                  "$1::int8 ORDER BY event_id LIMIT $2::int"};
+    const auto r = ctx_.pool.run(st, {std::to_string(after), std::to_string(limit)});
+    std::string out;
+    for (int i = 0; i < r.rows(); ++i) {
+        JsonWriter w;
+        write_event(w, r, i);
+        out += "id: " + r.at(i, 0) + "\nevent: " + r.at(i, 3) + "\ndata: " + w.take() + "\n\n";
+        after = std::stoll(r.at(i, 0));
+    }
+    return out;
+}
+
+Response EventService::stream(const Request& req) {
+    req.query.only({"last_event_id"});
+    std::optional<std::int64_t> after;
+    // The header wins: it is what a reconnecting EventSource sends.
+    if (!req.last_event_id.empty()) {
+        after = parse_event_id("Last-Event-ID", req.last_event_id);
+    } else if (const auto t = req.query.get("last_event_id")) {
+        after = parse_event_id("last_event_id", *t);
+    }
+    const std::int64_t start = after ? *after : latest_event_id();
+    Response r;
+    r.content_type = "text/event-stream";
+    r.headers.emplace_back("Cache-Control", "no-store");
+    r.headers.emplace_back("X-Accel-Buffering", "no");
+    // First bytes at once, so a client sees the stream open; `retry` is EventSource's
+    // reconnection delay.
+    r.body = ": trackd geofence events after " + std::to_string(start) + "\nretry: 1000\n\n";
+    r.stream = std::make_shared<EventStream>(*this, start);
+    return r;
+}
+
+}  // namespace trackd::http
