@@ -1,6 +1,8 @@
 #include "vehicle_service.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -30,6 +32,36 @@ const Statement kVehicleExists{
     "vehicle_exists",
     "SELECT 1 FROM trackd.vehicle_current_state WHERE vehicle_id = $1 UNION ALL "
     "SELECT 1 FROM trackd.vehicle_telemetry_history WHERE vehicle_id = $1 LIMIT 1"};
+
+// A longitude/latitude box holding every point within radius_m (geodesic, WGS 84) of
+// (lon, lat). Along any path, latitude changes by at most distance / M, M >= a(1 - e^2) being
+// the meridian's radius of curvature, and longitude by at most distance / (a cos(lat)) at the
+// path's highest |lat| (a parallel's radius is N cos(lat) >= a cos(lat)). 1% more, for rounding.
+// Near a pole or across the antimeridian the box spans every longitude.
+struct Box {
+    double xmin = -180, ymin = -90, xmax = 180, ymax = 90;
+};
+Box nearby_box(double lon, double lat, double radius_m) {
+    constexpr double kA = 6378137.0;                       // WGS 84 semi-major axis
+    constexpr double kMinMeridianRadius = 6335439.327292;  // a (1 - e^2)
+    constexpr double kDegPerRad = 57.29577951308232;
+    Box box;
+    const double dlat = radius_m / kMinMeridianRadius * kDegPerRad * 1.01;
+    box.ymin = lat - dlat;
+    box.ymax = lat + dlat;
+    if (box.ymin <= -90 || box.ymax >= 90) {
+        box.ymin = std::max(box.ymin, -90.0);
+        box.ymax = std::min(box.ymax, 90.0);
+        return box;
+    }
+    const double polar = std::max(std::fabs(box.ymin), std::fabs(box.ymax));
+    const double dlon = radius_m / (kA * std::cos(polar / kDegPerRad)) * kDegPerRad * 1.01;
+    if (lon - dlon >= -180 && lon + dlon <= 180) {
+        box.xmin = lon - dlon;
+        box.xmax = lon + dlon;
+    }
+    return box;
+}
 
 }  // namespace
 
@@ -116,8 +148,10 @@ Response VehicleService::nearby(const Request& req) {
                       fmt::format("{} is not in (0, {}] metres", radius, kMaxNearbyRadiusM));
     }
     const int limit = parse_limit(q, kDefaultLimit, ctx_.http.max_limit);
-    // ST_DWithin on geography is answered from the geography GiST index (V0005); the distance
-    // is PostGIS's geodesic (spheroid) distance, and the order is exact on it.
+    // Candidates come from the geometry GiST through a longitude/latitude box that contains
+    // every point within the radius; ST_DWithin on geography then keeps those within the
+    // geodesic (spheroid) radius, and the order is exact on PostGIS's geodesic distance.
+    const auto box = nearby_box(lon, lat, radius);
     static const Statement st{
         "vehicle_nearby",
         std::string("WITH p AS (SELECT ST_SetSRID(ST_MakePoint($1, $2), 4326)::geography AS g) "
@@ -125,10 +159,13 @@ Response VehicleService::nearby(const Request& req) {
             kVehicleColumns +
             ", ST_Distance(v.geom::geography, p.g) AS distance_m "
             "FROM trackd.vehicle_current_state v, p "
-            "WHERE ST_DWithin(v.geom::geography, p.g, $3) "
+            "WHERE v.geom && ST_MakeEnvelope($5, $6, $7, $8, 4326) "
+            "AND ST_DWithin(v.geom::geography, p.g, $3) "
             "ORDER BY distance_m, vehicle_id LIMIT $4"};
-    const auto r = ctx_.pool.run(st, {fmt::format("{}", lon), fmt::format("{}", lat),
-                                      fmt::format("{}", radius), std::to_string(limit)});
+    const auto r = ctx_.pool.run(
+        st, {fmt::format("{}", lon), fmt::format("{}", lat), fmt::format("{}", radius),
+             std::to_string(limit), fmt::format("{}", box.xmin), fmt::format("{}", box.ymin),
+             fmt::format("{}", box.xmax), fmt::format("{}", box.ymax)});
     JsonWriter w;
     w.begin_object();
     w.key("type").value("FeatureCollection");

@@ -146,13 +146,15 @@ class Ingest final : public source::PartitionOwner {
                     source.resume();
                     core::log::info("resumed", {{"inflight_bytes", std::to_string(inflight)}});
                 }
-                if (auto m = source.poll(std::chrono::milliseconds(20))) handle(*m);
+                auto m = source.poll(std::chrono::milliseconds(20));
+                // One clock read per turn: the message's batch age and validation's wall clock.
                 const auto now = Clock::now();
                 if (source.paused()) {
                     metrics_.paused_seconds.add(
                         std::chrono::duration<double>(now - last_tick).count());
                 }
                 last_tick = now;
+                if (m) handle(*m, now, wall_clock_us(now));
                 for (std::size_t i = 0; i < shards_.size(); ++i) {
                     if (shards_[i].builder.should_flush(now)) enqueue(i, shards_[i].builder.take());
                 }
@@ -160,6 +162,7 @@ class Ingest final : public source::PartitionOwner {
                     log_stats();
                     last_stats = now;
                 }
+                if (now - wall_anchor_.steady >= std::chrono::seconds(1)) anchor_wall_clock();
             }
         } catch (...) {
             stop_committers(std::chrono::seconds(0));
@@ -269,16 +272,28 @@ class Ingest final : public source::PartitionOwner {
 
     [[nodiscard]] bool failed() const { return failed_.load(); }
 
-    void handle(const source::Message& m) {
+    // The wall clock validation checks timestamps against, derived from the steady clock read
+    // once per poll turn; re-anchored every second, so a stepped system clock shows within 1 s.
+    struct WallAnchor {
+        Clock::time_point steady = Clock::now();
+        std::int64_t unix_us = now_unix_us();
+    };
+    void anchor_wall_clock() { wall_anchor_ = WallAnchor{}; }
+    [[nodiscard]] std::int64_t wall_clock_us(Clock::time_point now) const {
+        return wall_anchor_.unix_us +
+               std::chrono::duration_cast<std::chrono::microseconds>(now - wall_anchor_.steady)
+                   .count();
+    }
+
+    void handle(const source::Message& m, Clock::time_point now, std::int64_t now_us) {
         metrics_.consumed.inc();
         inflight_bytes_ += m.payload.size();
-        const auto now = Clock::now();
         auto decoded = decoder_.decode(m.payload);
         if (auto* r = std::get_if<core::Rejection>(&decoded)) return reject(m, std::move(*r), now);
         auto& msg = std::get<decode::DecodedMessage>(decoded);
         auto it = latest_.find(msg.vehicle_id);
         const validate::LastPosition* last = it == latest_.end() ? nullptr : &it->second.position;
-        auto validated = validator_.validate(std::move(msg), last, now_unix_us());
+        auto validated = validator_.validate(std::move(msg), last, now_us);
         if (auto* r = std::get_if<core::Rejection>(&validated)) {
             return reject(m, std::move(*r), now);
         }
@@ -474,6 +489,7 @@ class Ingest final : public source::PartitionOwner {
     };
     std::unordered_map<std::string, Latest> latest_;
     std::map<std::int32_t, std::int64_t> epochs_;
+    WallAnchor wall_anchor_;
     source::KafkaSource* source_ = nullptr;
 
     // Shared with the committer.

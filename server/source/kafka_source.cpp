@@ -65,7 +65,9 @@ KafkaSource::KafkaSource(const config::KafkaConfig& config, PartitionOwner& owne
     // Defaults first, so that [kafka.properties] can override them.
     set(conf, "auto.offset.reset", "earliest");
     set(conf, "fetch.wait.max.ms", "100");
-    set(conf, "queued.max.messages.kbytes", "65536");
+    // 8 MiB of pre-fetched messages (librdkafka: 64 MiB) is about a second of a full-speed
+    // backlog; more only adds to the resident memory above batch.inflight_bytes (docs/ingest.md).
+    set(conf, "queued.max.messages.kbytes", "8192");
     set(conf, "statistics.interval.ms", "0");
     for (const auto& [k, v] : config.properties) set(conf, k, v);
     set(conf, "bootstrap.servers", config.brokers);

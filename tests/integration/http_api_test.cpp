@@ -7,6 +7,7 @@
 
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -142,6 +143,39 @@ TEST_F(HttpApi, NearbyIsOrderedAndMatchesPostgisDistances) {
     EXPECT_EQ(ids(two.json()), (std::vector<std::string>{expected.at(0, 0), expected.at(1, 0)}));
     const auto none = read_->get("/v1/vehicles/nearby?lon=0&lat=0&radius_m=1000");
     EXPECT_EQ(ids(none.json()).size(), 0U);
+}
+
+// The nearby search finds its candidates through a longitude/latitude box around the radius:
+// across the antimeridian, near a pole and at the largest radius it must still find exactly
+// the vehicles PostGIS finds within the geodesic radius.
+TEST_F(HttpApi, NearbyAcrossTheAntimeridianAndNearThePoles) {
+    sql("INSERT INTO trackd.vehicle_current_state (vehicle_id, last_updated, geom, "
+        "ingest_batch_id, kafka_partition, kafka_offset) "
+        "SELECT id, '2025-06-01T10:00:00Z', ST_SetSRID(ST_MakePoint(lon, lat, 0), 4326), 1, 2, n "
+        "FROM (VALUES ('am-east', 179.99, -16.5, 1), ('am-west', -179.99, -16.5, 2), "
+        "('am-far', -179.5, -16.5, 3), ('pole-a', 0.0, 89.95, 4), ('pole-b', 180.0, 89.95, 5), "
+        "('pole-c', 90.0, 89.5, 6), ('wide', 13.04 + 9.0, 52.06, 7)) AS v(id, lon, lat, n)");
+    struct Case {
+        double lon, lat, radius_m;
+    };
+    for (const Case c :
+         {Case{179.995, -16.5, 5000}, Case{-179.995, -16.5, 60000}, Case{45.0, 89.9, 30000},
+          Case{-120.0, 89.0, 200000}, Case{13.04, 52.06, 1000000}, Case{179.9, -10.0, 1000000}}) {
+        const auto target = fmt::format("/v1/vehicles/nearby?lon={}&lat={}&radius_m={}&limit=1000",
+                                        c.lon, c.lat, c.radius_m);
+        const auto r = read_->get(target);
+        ASSERT_EQ(r.status, 200) << target << " " << r.body;
+        const auto expected = sql(
+            "SELECT vehicle_id FROM trackd.vehicle_current_state WHERE "
+            "ST_Distance(geom::geography, ST_SetSRID(ST_MakePoint($1, $2), 4326)::geography) "
+            "<= $3 ORDER BY ST_Distance(geom::geography, ST_SetSRID(ST_MakePoint($1, $2), "
+            "4326)::geography), vehicle_id",
+            {fmt::format("{}", c.lon), fmt::format("{}", c.lat), fmt::format("{}", c.radius_m)});
+        std::vector<std::string> want;
+        for (int i = 0; i < expected.rows(); ++i) want.push_back(expected.at(i, 0));
+        EXPECT_FALSE(want.empty()) << target;
+        EXPECT_EQ(ids(r.json()), want) << target;
+    }
 }
 
 TEST_F(HttpApi, TrackLineMatchesPostgisLength) {
