@@ -6,6 +6,7 @@
 #include <array>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -105,9 +106,16 @@ class HttpAbuse : public HttpFixture {
 CommandResult schemathesis(const std::string& base, const std::string& dir,
                            const std::string& options) {
     const std::string venv = std::string(TRACKD_SOURCE_DIR) + "/.venv/bin/schemathesis";
-    return run_command("cd " + shell_quote(dir) + " && " + venv + " run " + base + "/api --url " +
-                       base + " -H " +
-                       shell_quote(std::string("Authorization: Bearer ") + kWriteToken) +
+    // A refusal is a refusal: 413, 414 and 431 (a body, target or header beyond trackd's
+    // limits) reject invalid data as well as a 400 does; schemathesis's default list lacks them.
+    // A 5xx is never an expected rejection (its default list has it).
+    std::ofstream(dir + "/schemathesis.toml")
+        << "[checks.negative_data_rejection]\n"
+           "expected-statuses = [400, 401, 403, 404, 405, 406, 409, 413, 414, 415, 422, 428, "
+           "429, 431]\n";
+    return run_command("cd " + shell_quote(dir) + " && " + venv +
+                       " --config-file schemathesis.toml run " + base + "/api --url " + base +
+                       " -H " + shell_quote(std::string("Authorization: Bearer ") + kWriteToken) +
                        " --generation-database none --no-color --request-timeout 10 --seed "
                        "20261130 " +
                        options + " 2>&1");
@@ -128,7 +136,10 @@ TEST_F(HttpAbuse, SchemathesisNegativeModeFindsNoServerErrorAndNoSchemaViolation
     // (negative_data_rejection) and never answer 5xx or outside its own document.
     const auto r = schemathesis(
         base(), work_dir(server_->port(), "schemathesis-negative"),
-        "--mode negative --phases examples,coverage,fuzzing --max-examples 30 --checks "
+        // filter_too_much: schemathesis cannot make enough invalid zone names (any string of
+        // 1..200 bytes is valid) and would stop with a health-check error instead.
+        "--mode negative --phases examples,coverage,fuzzing --max-examples 30 "
+        "--suppress-health-check filter_too_much --checks "
         "not_a_server_error,negative_data_rejection,status_code_conformance,"
         "content_type_conformance,response_schema_conformance,response_headers_conformance");
     EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -145,7 +156,8 @@ TEST_F(HttpAbuse, SchemathesisStatefulPhaseFindsNoServerErrorAndNoSchemaViolatio
     ASSERT_TRUE(std::filesystem::exists(std::string(TRACKD_SOURCE_DIR) + "/.venv/bin/schemathesis"))
         << "run `bash scripts/python-env.sh` (scripts/test.sh does)";
     // Sequences of calls linked through the document's links (PUT a zone, then GET, list and
-    // DELETE it), with positive and negative data.
+    // DELETE it). It crashed inside schemathesis 4.32.5 once (ModuleNotFoundError in link
+    // calibration, see http_tools_test.cpp); with the phase run on its own it does not.
     const auto r = schemathesis(base(), work_dir(server_->port(), "schemathesis-stateful"),
                                 "--phases stateful --max-examples 30 --checks "
                                 "not_a_server_error,status_code_conformance,"
@@ -154,6 +166,10 @@ TEST_F(HttpAbuse, SchemathesisStatefulPhaseFindsNoServerErrorAndNoSchemaViolatio
     EXPECT_EQ(r.exit_code, 0) << r.output;
     EXPECT_EQ(r.output.find(" failed"), std::string::npos) << r.output;
     EXPECT_EQ(r.output.find("Traceback"), std::string::npos) << r.output;
+    // The phase really ran scenarios (41 with this seed on 4.32.5).
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.output, m, std::regex(R"(Scenarios:\s+(\d+))"))) << r.output;
+    EXPECT_GT(std::stoi(m[1].str()), 10) << r.output;
     expect_served();
 }
 
