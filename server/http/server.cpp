@@ -66,7 +66,6 @@ class Listener : public std::enable_shared_from_this<Listener> {
         net::post(acceptor_.get_executor(), [self = shared_from_this()] {
             beast::error_code ec;
             self->acceptor_.close(ec);
-            self->retry_.cancel();
         });
     }
 
@@ -82,6 +81,7 @@ class Listener : public std::enable_shared_from_this<Listener> {
             // may clear.
             core::log::warn("http: accept failed", {{"error", ec.message()}});
             retry_.expires_after(kAcceptRetry);
+            // After stop() the acceptor is closed: that accept ends at once (on_accept returns).
             retry_.async_wait([self = shared_from_this()](beast::error_code) { self->accept(); });
             return;
         }
