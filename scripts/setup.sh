@@ -12,7 +12,7 @@ PACKAGES=(
   # archive/: Iceberg metadata JSON (Arrow/Parquet come from the pyarrow wheel, scripts/python-env.sh)
   nlohmann-json3-dev zlib1g-dev
   # tooling: format, lint, sanitizers, fuzzing
-  clang clang-format clang-tidy libclang-rt-14-dev
+  clang clang-14 clang-format clang-tidy libclang-rt-14-dev
   # local services: PostgreSQL 15 + PostGIS 3, Java and Maven for the Kafka broker
   postgresql-15 postgresql-15-postgis-3 postgresql-client-15 postgresql-contrib
   default-jre-headless maven

@@ -51,6 +51,14 @@ for preset in $presets; do
   cmake --build --preset "$preset" -j "$jobs"
 done
 
+# libFuzzer targets (tests/fuzz/, clang-14): every committed input once, then each target 60 s
+# from its corpus; any crash, leak or sanitizer report fails (docs/reliability.md).
+step "fuzz"
+cmake --preset fuzz >/dev/null
+cmake --build --preset fuzz -j "$jobs"
+ctest --preset fuzz
+bash "$here/fuzz.sh" "${TRACKD_FUZZ_SECONDS:-60}"
+
 step "start local services"
 bash "$here/services.sh" start
 

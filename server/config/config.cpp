@@ -174,6 +174,7 @@ Field field(const char* section, const char* key, S Config::*sec, T S::*mem, boo
         (c.*sec).*mem = parse_text<T>(text, where);
     };
     f.to_toml = [sec, mem, secret](const Config& c) {
+        static_cast<void>(secret);  // read only for strings; clang warns of an unused capture
         if constexpr (std::is_same_v<T, std::string>) {
             if (secret) return print(mask_dsn((c.*sec).*mem));
         }
@@ -197,6 +198,7 @@ const std::vector<Field>& fields() {
         field("http", "max_body_bytes", &Config::http, &HttpConfig::max_body_bytes),
         field("http", "read_timeout_ms", &Config::http, &HttpConfig::read_timeout_ms),
         field("http", "idle_timeout_ms", &Config::http, &HttpConfig::idle_timeout_ms),
+        field("http", "max_connections", &Config::http, &HttpConfig::max_connections),
         field("http", "statement_timeout_ms", &Config::http, &HttpConfig::statement_timeout_ms),
         field("http", "pool_size", &Config::http, &HttpConfig::pool_size),
         field("http", "max_limit", &Config::http, &HttpConfig::max_limit),
@@ -425,6 +427,8 @@ void validate(const Config& c) {
             "http.read_timeout_ms", "must be between 100 and 600000");
     require(c.http.idle_timeout_ms >= 100 && c.http.idle_timeout_ms <= 3600000,
             "http.idle_timeout_ms", "must be between 100 and 3600000");
+    require(c.http.max_connections >= 1 && c.http.max_connections <= 1000000,
+            "http.max_connections", "must be between 1 and 1000000");
     require(c.http.statement_timeout_ms >= 10 && c.http.statement_timeout_ms <= 600000,
             "http.statement_timeout_ms", "must be between 10 and 600000");
     require(c.http.pool_size >= 1 && c.http.pool_size <= 256, "http.pool_size",

@@ -124,9 +124,11 @@ std::string base_url(const Request& req, const std::string& fallback_host) {
 std::string url_with(const Request& req, const std::string& fallback_host,
                      const std::vector<std::pair<std::string, std::string>>& changes) {
     std::vector<std::pair<std::string, std::string>> items = req.query.items();
-    for (const auto& [name, value] : changes) {
+    for (const auto& change : changes) {
+        // Not a structured binding: clang 14 cannot capture those in a lambda.
+        const std::string& name = change.first;
         std::erase_if(items, [&](const auto& kv) { return kv.first == name; });
-        if (!value.empty()) items.emplace_back(name, value);
+        if (!change.second.empty()) items.emplace_back(name, change.second);
     }
     std::string url = base_url(req, fallback_host);
     for (const auto& seg : req.segments) url += "/" + percent_encode(seg);

@@ -109,6 +109,7 @@ void FeaturesService::add_routes(Router& router) {
 
 Response FeaturesService::landing(const Request& req) {
     req.query.only({"f"});
+    check_format(req.query);
     const std::string base = base_url(req, ctx_.fallback_host);
     JsonWriter w;
     w.begin_object();
@@ -129,6 +130,7 @@ Response FeaturesService::landing(const Request& req) {
 
 Response FeaturesService::conformance(const Request& req) {
     req.query.only({"f"});
+    check_format(req.query);
     JsonWriter w;
     w.begin_object();
     w.key("conformsTo").begin_array();
@@ -142,6 +144,7 @@ Response FeaturesService::conformance(const Request& req) {
 
 Response FeaturesService::collections(const Request& req) {
     req.query.only({"f"});
+    check_format(req.query);
     const std::string base = base_url(req, ctx_.fallback_host);
     JsonWriter w;
     w.begin_object();
@@ -157,6 +160,7 @@ Response FeaturesService::collections(const Request& req) {
 
 Response FeaturesService::collection(const Request& req, const std::string& id) {
     req.query.only({"f"});
+    check_format(req.query);
     const auto& c = find_collection(id);
     JsonWriter w;
     write_collection(w, c, base_url(req, ctx_.fallback_host));
@@ -167,6 +171,7 @@ Response FeaturesService::items(const Request& req, const std::string& id) {
     const auto& c = find_collection(id);
     const auto& q = req.query;
     q.only({"bbox", "datetime", "limit", "after", "f"});
+    check_format(q);
     const int limit = parse_limit(q, kDefaultLimit, ctx_.http.max_limit);
 
     const char* table = c.kind == Kind::vehicles    ? "trackd.vehicle_current_state"
@@ -283,6 +288,7 @@ Response FeaturesService::item(const Request& req, const std::string& id,
                                const std::string& feature_id) {
     const auto& c = find_collection(id);
     req.query.only({"f"});
+    check_format(req.query);
     const auto not_found = [&]() {
         throw ProblemError(ProblemKind::resource_not_found,
                            "featureId: no feature '" + feature_id + "' in " + c.id, "featureId");

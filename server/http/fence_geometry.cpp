@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 #include <geos_c.h>
+#include <simdjson.h>
 
 #include "problem.hpp"
 
@@ -90,6 +91,39 @@ GEOSGeometry* to_multipolygon(Geos& geos, const GEOSGeometry* g) {
                                                 static_cast<unsigned>(parts.size())));
 }
 
+// True if an array inside `coordinates` (a position, a ring, a polygon) is empty.
+bool has_empty_array(simdjson::dom::element coordinates) {
+    simdjson::dom::array a;
+    if (coordinates.get(a) != simdjson::SUCCESS) return false;
+    for (const auto child : a) {
+        simdjson::dom::array c;
+        if (child.get(c) == simdjson::SUCCESS && (c.size() == 0 || has_empty_array(child))) {
+            return true;
+        }
+    }
+    return false;
+}
+
+// GEOS 3.11's GeoJSON reader dereferences an empty position (`[]` among the coordinates) and
+// crashes the process (found by tests/fuzz/fence_fuzzer.cpp). So the body is read here first:
+// no empty array inside any `coordinates`. simdjson's depth limit (1024 levels; deeper bodies
+// are refused) bounds this recursion.
+void check_before_geos(simdjson::dom::element e) {
+    simdjson::dom::array a;
+    if (e.get(a) == simdjson::SUCCESS) {
+        for (const auto child : a) check_before_geos(child);
+        return;
+    }
+    simdjson::dom::object o;
+    if (e.get(o) != simdjson::SUCCESS) return;
+    for (const auto field : o) {
+        if (field.key == "coordinates" && has_empty_array(field.value)) {
+            invalid("coordinates: a position, ring or polygon is an empty array");
+        }
+        check_before_geos(field.value);
+    }
+}
+
 }  // namespace
 
 FenceGeometry parse_fence(std::string_view geojson, bool repair) {
@@ -98,6 +132,16 @@ FenceGeometry parse_fence(std::string_view geojson, bool repair) {
                            "body: empty; send a GeoJSON Polygon or MultiPolygon (or a Feature "
                            "holding one)",
                            "body");
+    }
+    {
+        simdjson::dom::parser parser;
+        simdjson::dom::element doc;
+        if (const auto error = parser.parse(geojson.data(), geojson.size()).get(doc)) {
+            throw ProblemError(
+                ProblemKind::bad_body,
+                std::string("body: not valid JSON: ") + simdjson::error_message(error), "body");
+        }
+        check_before_geos(doc);
     }
     Geos geos;
     GEOSGeoJSONReader* reader = GEOSGeoJSONReader_create_r(geos.h());

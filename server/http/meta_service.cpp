@@ -5,6 +5,7 @@
 #include "trackd/db/migrations.hpp"
 
 #include "feature_writer.hpp"
+#include "params.hpp"
 #include "problem.hpp"
 
 namespace trackd::http {
@@ -87,6 +88,7 @@ Response MetaService::metrics(const Request& req) {
 
 Response MetaService::api(const Request& req) {
     req.query.only({"f"});
+    check_format(req.query);
     Response r;
     r.content_type = "application/vnd.oai.openapi+json;version=3.0";
     r.body = kOpenApiDocument;

@@ -138,6 +138,12 @@ BBox parse_bbox(const std::string& name, const std::string& text) {
     return b;
 }
 
+void check_format(const QueryParams& q) {
+    const auto f = q.get("f");
+    if (f && *f != "json")
+        bad_parameter("f", "'" + *f + "' is not a format trackd serves (only json)");
+}
+
 int parse_limit(const QueryParams& q, int fallback, int max) {
     const auto text = q.get("limit");
     if (!text) return std::min(fallback, max);

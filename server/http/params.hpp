@@ -35,6 +35,9 @@ bool parse_bool(const std::string& name, const std::string& text);
 // A box crossing the antimeridian (minLon > maxLon) is refused, as is any min above its max.
 BBox parse_bbox(const std::string& name, const std::string& text);
 
+// `f` (OGC API output format): absent or "json", the only format served.
+void check_format(const QueryParams& q);
+
 // `limit`: absent -> `fallback`; otherwise an integer in [1, max].
 int parse_limit(const QueryParams& q, int fallback, int max);
 

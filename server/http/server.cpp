@@ -7,12 +7,15 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/write.hpp>
 
 #include "trackd/core/error.hpp"
 #include "trackd/core/log.hpp"
 
 #include "api.hpp"
+#include "problem.hpp"
 #include "session.hpp"
 
 namespace trackd::http {
@@ -25,12 +28,38 @@ namespace {
 
 // How long stop() lets requests in progress finish before it ends the I/O threads.
 constexpr std::chrono::seconds kStopGrace{5};
+// After a failed accept (e.g. out of file descriptors) before trying again: without a pause the
+// acceptor would fail at once, again and again, spinning a core and flooding the log.
+constexpr std::chrono::milliseconds kAcceptRetry{100};
+
+// A connection beyond http.max_connections: one 503 written without waiting (the socket's send
+// buffer is empty, so it fits), then closed. Nothing is read and nothing waits on the client.
+void refuse(tcp::socket socket, int max_connections) {
+    const std::string body = problem_json({ProblemKind::unavailable,
+                                           "too many open connections (http.max_connections = " +
+                                               std::to_string(max_connections) + "); retry later",
+                                           ""},
+                                          "/");
+    const std::string message =
+        "HTTP/1.1 503 Service Unavailable\r\nServer: trackd\r\n"
+        "Content-Type: application/problem+json\r\nRetry-After: 1\r\nConnection: close\r\n"
+        "Content-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body;
+    beast::error_code ec;
+    socket.non_blocking(true, ec);
+    if (!ec) net::write(socket, net::buffer(message), ec);
+    socket.shutdown(tcp::socket::shutdown_both, ec);
+    socket.close(ec);
+}
 
 // Accepts connections and starts a Session, on its own strand, for each.
 class Listener : public std::enable_shared_from_this<Listener> {
   public:
     Listener(net::io_context& ioc, tcp::acceptor acceptor, std::shared_ptr<SharedState> state)
-        : ioc_(ioc), acceptor_(std::move(acceptor)), state_(std::move(state)) {}
+        : ioc_(ioc),
+          acceptor_(std::move(acceptor)),
+          retry_(acceptor_.get_executor()),
+          state_(std::move(state)) {}
 
     void run() { accept(); }
     void stop() {
@@ -48,16 +77,30 @@ class Listener : public std::enable_shared_from_this<Listener> {
     void on_accept(beast::error_code ec, tcp::socket socket) {
         if (!acceptor_.is_open() || state_->stopping.load()) return;
         if (ec) {
-            // E.g. out of file descriptors: log and keep accepting, the condition may clear.
+            // E.g. out of file descriptors: log and accept again after a pause, the condition
+            // may clear.
             core::log::warn("http: accept failed", {{"error", ec.message()}});
+            retry_.expires_after(kAcceptRetry);
+            // After stop() the acceptor is closed: that accept ends at once (on_accept returns).
+            retry_.async_wait([self = shared_from_this()](beast::error_code) { self->accept(); });
+            return;
+        }
+        if (open_sessions() >= static_cast<std::size_t>(state_->http.max_connections)) {
+            core::log::debug("http: connection refused: http.max_connections reached");
+            refuse(std::move(socket), state_->http.max_connections);
         } else {
             std::make_shared<Session>(std::move(socket), state_)->run();
         }
         accept();
     }
+    std::size_t open_sessions() {
+        const std::lock_guard lock(state_->mutex);
+        return state_->sessions.size();
+    }
 
     net::io_context& ioc_;
     tcp::acceptor acceptor_;
+    net::steady_timer retry_;
     std::shared_ptr<SharedState> state_;
 };
 

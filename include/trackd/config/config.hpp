@@ -40,6 +40,7 @@ struct HttpConfig {
     int max_body_bytes = 1024 * 1024;  // above it: 413
     int read_timeout_ms = 10000;       // from a request's first byte to its last
     int idle_timeout_ms = 60000;       // a keep-alive connection waiting for its next request
+    int max_connections = 1000;        // open client connections; above it: 503 and close
     int statement_timeout_ms = 5000;   // per SQL statement (and for waiting on the pool): 503
     int pool_size = 4;                 // PostgreSQL connections of the API
     int max_limit = 10000;             // the largest `limit` a request may ask for

@@ -388,17 +388,24 @@ TEST(FenceGeometry, OtherRefusals) {
     });
     EXPECT_NE(far.detail.find("outside [-180, 180]"), std::string::npos) << far.detail;
     // Shapes a fuzzer sends: never a crash, always a 400 or 422.
-    for (const char* odd :
-         {R"({"type":"Polygon","coordinates":[[[1]]]})",
-          R"({"type":"Polygon","coordinates":[[["a","b"]]]})",
-          R"({"type":"MultiPolygon","coordinates":[[[]]]})",
-          R"({"type":"Feature","geometry":null})", R"({"type":"Feature"})",
-          R"({"type":"FeatureCollection","features":[]})", "null", "42",
-          R"({"type":"Polygon","coordinates":[[[0,0],[1e308,0],[0,1],[0,0]]]})"}) {
+    for (
+        const char* odd :
+        {R"({"type":"Polygon","coordinates":[[[1]]]})",
+         R"({"type":"Polygon","coordinates":[[["a","b"]]]})",
+         R"({"type":"MultiPolygon","coordinates":[[[]]]})", R"({"type":"Feature","geometry":null})",
+         R"({"type":"Feature"})", R"({"type":"FeatureCollection","features":[]})", "null", "42",
+         R"({"type":"Polygon","coordinates":[[[0,0],[1e308,0],[0,1],[0,0]]]})",
+         // An empty position crashed GEOS 3.11's reader (tests/fuzz/regressions/fuzz_fence/).
+         R"({"type":"Polygon","coordinates":[[[0,0],[],[0,1],[0,0]]]})",
+         R"({"type":"Feature","geometry":{"type":"MultiPolygon","coordinates":[[[[]]]]}})",
+         R"({"type":"GeometryCollection","geometries":[{"type":"LineString","coordinates":[[]]}]})"}) {
         const auto p = problem_of([&] { parse_fence(odd, true); });
         EXPECT_TRUE(p.kind == ProblemKind::bad_body || p.kind == ProblemKind::invalid_geometry)
             << odd << " -> " << p.detail;
     }
+    // Nested beyond simdjson's depth limit (1024): refused before GEOS reads it.
+    const std::string deep = std::string(5000, '[') + std::string(5000, ']');
+    EXPECT_EQ(problem_of([&] { parse_fence(deep, true); }).kind, ProblemKind::bad_body);
 }
 
 }  // namespace
