@@ -23,22 +23,36 @@ findings="$repo/build/fuzz/findings"
 mkdir -p "$findings"
 export ASAN_OPTIONS="detect_leaks=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-failed=()
-for t in "${targets[@]}"; do
+# run_target T: one target for $seconds, one process; prints its verdict, exit 1 on a finding.
+run_target() {
+  local t="$1" work log runs
   work="$(mktemp -d)"
-  dirs=("$repo/tests/fuzz/corpus/$t")
+  local dirs=("$repo/tests/fuzz/corpus/$t")
   [[ -d "$repo/tests/fuzz/regressions/$t" ]] && dirs+=("$repo/tests/fuzz/regressions/$t")
   log="$findings/$t.log"
-  # One process, one job: the machine is shared.
   if "$bin/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
        -artifact_prefix="$findings/$t-" "$work" "${dirs[@]}" >"$log" 2>&1; then
     runs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")"
     echo "fuzz: $t: no finding in ${seconds}s, $runs executions ($((runs / seconds))/s)"
+    rm -rf "$work"
   else
     echo "fuzz: $t: FINDING; log: $log" >&2
     tail -n 40 "$log" >&2
-    failed+=("$t")
+    rm -rf "$work"
+    return 1
   fi
-  rm -rf "$work"
+}
+
+# Targets run side by side, TRACKD_FUZZ_JOBS at a time (default: one per core), each one process.
+parallel="${TRACKD_FUZZ_JOBS:-$(nproc)}"
+failed=()
+declare -A pid_of=()
+for t in "${targets[@]}"; do
+  while (($(jobs -rp | wc -l) >= parallel)); do sleep 1; done
+  run_target "$t" &
+  pid_of[$t]=$!
+done
+for t in "${targets[@]}"; do
+  wait "${pid_of[$t]}" || failed+=("$t")
 done
 [[ ${#failed[@]} -eq 0 ]] || { echo "fuzz: findings in: ${failed[*]}" >&2; exit 1; }
