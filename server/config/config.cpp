@@ -15,6 +15,7 @@
 #include <toml++/toml.h>
 
 #include "trackd/core/error.hpp"
+#include "trackd/core/json.hpp"
 
 extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX, not in a header
 
@@ -41,34 +42,10 @@ std::string upper(std::string s) {
     return s;
 }
 
-// A TOML basic string: double quotes, with backslash escapes.
+// A TOML basic string: double quotes, with backslash escapes (TOML's escapes are JSON's).
 std::string quote(const std::string& s) {
     std::string out = "\"";
-    for (const char ch : s) {
-        switch (ch) {
-            case '"':
-                out += "\\\"";
-                break;
-            case '\\':
-                out += "\\\\";
-                break;
-            case '\n':
-                out += "\\n";
-                break;
-            case '\t':
-                out += "\\t";
-                break;
-            default:
-                if (static_cast<unsigned char>(ch) < 0x20) {
-                    constexpr std::string_view hex = "0123456789abcdef";
-                    out += "\\u00";
-                    out += hex[(static_cast<unsigned char>(ch) >> 4) & 0xf];
-                    out += hex[static_cast<unsigned char>(ch) & 0xf];
-                } else {
-                    out += ch;
-                }
-        }
-    }
+    core::append_json_escaped(out, s);
     return out + "\"";
 }
 
