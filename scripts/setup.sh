@@ -5,7 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   # build
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git ccache
   librdkafka-dev libpqxx-dev libpq-dev libgeos-dev libproj-dev proj-data libsimdjson-dev
   libboost-dev libboost-system-dev libfmt-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
