@@ -39,11 +39,12 @@ bool retryable(const db::DbError& e) {
            s == "57014";
 }
 
-// A batch on its way to the database, with the owner epoch of each of its partitions at the
-// time it was read: a batch read before a partition was re-claimed is fenced by the database.
+// A batch on its way to the database, with the fence of each of its partitions as it was
+// read: the owner epoch (a batch read before a partition was re-claimed is fenced by the
+// database) and the stored offset the batch starts from (a batch is never stored twice).
 struct PendingBatch {
     batch::Batch batch;
-    std::map<std::int32_t, std::int64_t> epochs;
+    std::map<std::int32_t, sink::postgis::Fence> fences;
 };
 
 // One per writer connection: the partitions it commits and the batches waiting for it.
@@ -79,6 +80,19 @@ struct Metrics {
     core::metrics::Counter& fenced = core::metrics::counter(
         "trackd_fenced_commits_total",
         "Batch commits refused by the owner-epoch fence (partitions taken over elsewhere)");
+    // A commit whose connection broke before its reply (outcome unknown), by what the retry
+    // found: the batch was in already, or it was not and was committed again.
+    core::metrics::Counter& in_doubt_committed = core::metrics::counter(
+        "trackd_commits_in_doubt_total",
+        "Batch commits whose connection broke before the reply, by the outcome read back",
+        M{{"outcome", "committed"}});
+    core::metrics::Counter& in_doubt_not_committed = core::metrics::counter(
+        "trackd_commits_in_doubt_total",
+        "Batch commits whose connection broke before the reply, by the outcome read back",
+        M{{"outcome", "not_committed"}});
+    core::metrics::Counter& abandoned_on_revoke = core::metrics::counter(
+        "trackd_batches_abandoned_on_revoke_total",
+        "Queued batches of revoked partitions dropped uncommitted (the new owner reads them)");
     core::metrics::Counter& db_retries = core::metrics::counter(
         "trackd_db_retries_total", "Database operations of the ingest retried after an error");
     core::metrics::Counter& db_errors_retryable = core::metrics::counter(
@@ -123,6 +137,9 @@ class Ingest final : public source::PartitionOwner {
 
     void run() {
         if (!control_) return;  // stopped before the database came back
+        // Before joining the group: a second group on the same topic and database would store
+        // every message again; refuse with the other group's name and the fix.
+        control_->check_group();
         source::KafkaSource source(config_.kafka, *this);
         source_ = &source;
         std::vector<std::thread> committers;
@@ -195,6 +212,7 @@ class Ingest final : public source::PartitionOwner {
                 auto latest = control_->load_latest_positions(partitions);
                 for (const auto& [p, c] : claims) {
                     epochs_[p] = c.epoch;
+                    expected_[p] = c.next_offset.value_or(-1);
                     starts[p] = c.next_offset;
                     core::log::info("claimed partition",
                                     {{"partition", std::to_string(p)},
@@ -218,6 +236,31 @@ class Ingest final : public source::PartitionOwner {
         for (const auto p : partitions) {
             shard_of(p).builder.drop_partition(p);
             epochs_.erase(p);
+            expected_.erase(p);
+        }
+        // Queued batches are abandoned too, so that a rebalance costs at most the batch already
+        // in COMMIT, not the queue read ahead: the fence makes dropping them safe (the new
+        // owner starts from the stored offset), and committing them would only delay the new
+        // owner's claim behind this instance's writers.
+        std::size_t abandoned = 0;
+        {
+            const std::lock_guard lock(mutex_);
+            for (auto& shard : shards_) {
+                for (auto& pending : shard.queue) {
+                    for (const auto p : partitions) {
+                        if (pending.batch.next_offsets.count(p) != 0) {
+                            pending.batch.drop_partition(p);
+                            pending.fences.erase(p);
+                            ++abandoned;
+                        }
+                    }
+                }
+            }
+        }
+        if (abandoned > 0) {
+            metrics_.abandoned_on_revoke.inc(abandoned);
+            core::log::info("abandoned queued batches of revoked partitions",
+                            {{"batch_partitions", std::to_string(abandoned)}});
         }
         // Positions read from these partitions may not have been committed: forget them, and
         // reload them from the database if the partitions come back.
@@ -299,9 +342,11 @@ class Ingest final : public source::PartitionOwner {
         }
         auto& pos = std::get<core::Position>(validated);
         const Latest here{{pos.recorded_at_us, pos.longitude, pos.latitude}, m.partition};
+        // trackd's total order is (recorded_at, offset): an equal time read later wins, as in
+        // the current-state upsert, whatever the batch size.
         if (last == nullptr) {
             latest_.emplace(pos.vehicle_id, here);
-        } else if (pos.recorded_at_us > last->recorded_at_us) {
+        } else if (pos.recorded_at_us >= last->recorded_at_us) {
             it->second = here;
         }
         metrics_.accepted.inc();
@@ -328,7 +373,12 @@ class Ingest final : public source::PartitionOwner {
         PendingBatch pending{std::move(b), {}};
         for (const auto& [p, next] : pending.batch.next_offsets) {
             auto it = epochs_.find(p);
-            if (it != epochs_.end()) pending.epochs[p] = it->second;
+            if (it == epochs_.end()) continue;  // not ours: the sink fences it
+            // Batches of a partition commit in order on one writer, each from where the one
+            // before it ends.
+            auto& expected = expected_[p];
+            pending.fences[p] = sink::postgis::Fence{it->second, expected};
+            expected = next;
         }
         {
             const std::lock_guard lock(mutex_);
@@ -403,20 +453,44 @@ class Ingest final : public source::PartitionOwner {
 
     void commit_one(PostgisSink& writer, PendingBatch& pending) {
         auto& b = pending.batch;
+        // on_revoked() may have emptied it while it was queued.
         while (!b.empty()) {
             sink::postgis::CommitResult result;
             bool done = false;
+            // A connection lost during the transaction leaves its outcome unknown when COMMIT
+            // may have reached the server. It is never guessed: the retry's first statement,
+            // the conditional offsets update, finds the batch in or not (the sink's contract).
+            bool in_doubt = false;
             with_retry(
                 "commit batch",
                 [&] {
                     const auto start = Clock::now();
-                    result = writer.commit(b, pending.epochs);
+                    try {
+                        result = writer.commit(b, pending.fences);
+                    } catch (const db::DbError& e) {
+                        if (e.connection_lost()) in_doubt = true;
+                        throw;
+                    }
                     metrics_.commit_seconds.observe(
                         std::chrono::duration<double>(Clock::now() - start).count());
                     done = true;
                 },
                 &writer, &abandon_);
             if (!done) return;  // abandoned at shutdown
+            if (in_doubt && result.fenced.empty()) {
+                (result.already_committed ? metrics_.in_doubt_committed
+                                          : metrics_.in_doubt_not_committed)
+                    .inc();
+                core::log::warn(result.already_committed
+                                    ? "commit outcome was unknown: the batch was in; not stored "
+                                      "again"
+                                    : "commit outcome was unknown: the batch was not in; "
+                                      "committed now",
+                                {{"messages", std::to_string(b.messages())}});
+            } else if (result.already_committed) {
+                core::log::warn("batch found committed already; not stored again",
+                                {{"messages", std::to_string(b.messages())}});
+            }
             if (result.fenced.empty()) {
                 observe_commit(b);
                 if (source_ != nullptr) source_->commit_async(b.next_offsets);
@@ -489,6 +563,8 @@ class Ingest final : public source::PartitionOwner {
     };
     std::unordered_map<std::string, Latest> latest_;
     std::map<std::int32_t, std::int64_t> epochs_;
+    // Per owned partition: the offset the next batch starts from (-1: nothing stored yet).
+    std::map<std::int32_t, std::int64_t> expected_;
     WallAnchor wall_anchor_;
     source::KafkaSource* source_ = nullptr;
 

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -71,6 +72,8 @@ class KafkaSource {
   private:
     static void rebalance_cb(rd_kafka_s* rk, int err, void* partitions, void* opaque);
     void on_rebalance(int err, void* partitions);
+    void handle_rebalance(int err, void* partitions);
+    void check_start(std::int32_t partition, std::int64_t offset);
     void release_message();
     void refresh_lag();
     void forget_lag(const std::vector<std::int32_t>& partitions);
@@ -89,6 +92,10 @@ class KafkaSource {
     };
     std::map<std::int32_t, std::deque<LagSample>> lag_samples_;
     std::map<std::int32_t, std::int64_t> start_offsets_;  // as assigned (may be logical)
+    // Partitions assigned at a stored offset whose first message has not come yet.
+    std::map<std::int32_t, std::int64_t> awaiting_first_;
+    // An exception of the owner's rebalance callbacks, rethrown by poll().
+    std::exception_ptr callback_error_;
     std::chrono::steady_clock::time_point next_lag_refresh_{};
 };
 

@@ -1,19 +1,26 @@
 // Writes batches to PostGIS, one transaction per batch, exactly once.
 //
 // Contract: commit() writes, in ONE transaction, the batch's history rows (COPY binary, in
-// time order), the current-state upsert (latest row per vehicle, applied only where newer),
-// the dead letters and the per-partition next offsets, the offsets only WHERE owner_epoch is
-// ours. If a partition's epoch moved (another instance claimed it) nothing is written and the
-// fenced partitions are returned, so the caller can drop them and commit the rest.
+// time order), the current-state upsert (latest row per vehicle by (recorded_at, offset),
+// applied only where newer), the dead letters (a replayed one is a no-op) and the
+// per-partition next offsets. The offsets update is the fence and comes first: it applies only
+// WHERE owner_epoch is ours AND next_offset is the offset the batch starts from. So a batch is
+// never stored twice: re-running a batch whose COMMIT reply was lost finds its own offsets
+// already stored, writes nothing and says so (already_committed). If a partition's epoch moved
+// (another instance claimed it) nothing is written and the fenced partitions are returned, so
+// the caller can drop them and commit the rest. A stored offset that is neither where the
+// batch starts nor where it ends (changed underneath trackd) throws OffsetConflict.
 // Database errors propagate as db::DbError (connection_lost() says whether reconnecting
 // helps). Owned by one thread.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -39,9 +46,31 @@ struct LatestPosition {
     std::int32_t partition = 0;  // the Kafka partition it was read from
 };
 
+// What a batch's commit of one partition requires of the stored offsets row.
+struct Fence {
+    std::int64_t epoch = 0;
+    // The next offset stored before this batch: where the batch starts (-1: nothing stored).
+    std::int64_t expected_offset = -1;
+};
+
 struct CommitResult {
-    std::set<std::int32_t> fenced;  // non-empty: nothing was committed
+    std::set<std::int32_t> fenced;   // non-empty: nothing was committed
+    bool already_committed = false;  // the batch was in before this call (a lost reply)
     std::int64_t ingest_batch_id = 0;
+};
+
+// The stored offsets moved in a way no trackd instance of this group does (rewound or
+// advanced by hand, or a second writer outside the protocol): going on could store rows twice.
+class OffsetConflict : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
+
+// Another consumer group already stores offsets of the topic in this database: a second group
+// would store every message again.
+class GroupConflict : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
 };
 
 class PostgisSink {
@@ -53,10 +82,15 @@ class PostgisSink {
 
     // Takes ownership of partitions: bumps each one's owner epoch and returns it with the
     // stored next offset. Concurrent commits by a previous owner are fenced from then on.
+    // Waits at most pg.lock_timeout_ms for a previous owner's open batch (DbError 55P03, to be
+    // retried). Throws GroupConflict when another group owns the topic here.
     std::map<std::int32_t, Claim> claim(const std::vector<std::int32_t>& partitions);
 
-    CommitResult commit(const batch::Batch& batch,
-                        const std::map<std::int32_t, std::int64_t>& epochs);
+    // Throws GroupConflict, naming the other group and the fix, when trackd.kafka_offsets holds
+    // offsets of this topic for a consumer group other than kafka.group.
+    void check_group();
+
+    CommitResult commit(const batch::Batch& batch, const std::map<std::int32_t, Fence>& fences);
 
     // The latest committed position of every vehicle whose latest position came from one of
     // `partitions` (messages are keyed by vehicle, so that is the vehicle's partition).
@@ -75,6 +109,8 @@ class PostgisSink {
     std::string application_name_;
     std::unique_ptr<db::Connection> conn_;
     std::set<std::int64_t> partitions_known_;  // interval starts (us) known to exist
+    // After partition DDL timed out on a lock: not before this time again.
+    std::chrono::steady_clock::time_point ddl_retry_at_{};
 };
 
 }  // namespace trackd::sink::postgis
