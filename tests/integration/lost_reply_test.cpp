@@ -175,6 +175,21 @@ void ingest_with_lost_replies(const std::string& tag, const std::vector<std::str
     auto trackd = h.start_trackd(
         {{"TRACKD_PG_DSN", proxy.through(h.db().dsn())}, {"TRACKD_BATCH_MAX_ROWS", "300"}});
 
+    // Armed once every partition (so every writer) has committed a batch: a writer's first
+    // commit also creates the history partitions, in a transaction of its own on the same
+    // connection; from here on the cuts hit the COMMITs of batches.
+    const bool started = wait_until(seconds(120), [&] {
+        db::Connection conn(h.db().dsn(), "test");
+        return conn.query(
+                       "SELECT count(*) FROM trackd.kafka_offsets WHERE topic = $1 AND "
+                       "next_offset > 0",
+                       {h.topic()})
+                       .at(0, 0) == std::to_string(kPartitions) ||
+               !trackd->running();
+    });
+    ASSERT_TRUE(started && trackd->running()) << "trackd did not commit on every partition\n"
+                                              << IngestHarness::read_file(h.log_path());
+
     int armed = 0;
     for (const int n : kRounds) {
         proxy.cut_commit_replies(n, kWriterPrefix);
