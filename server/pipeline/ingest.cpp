@@ -206,7 +206,16 @@ class Ingest final : public source::PartitionOwner {
         with_retry(
             "claim partitions",
             [&] {
-                const auto claims = control_->claim(partitions);
+                std::map<std::int32_t, sink::postgis::Claim> claims;
+                try {
+                    claims = control_->claim(partitions);
+                } catch (const db::DbError& e) {
+                    // A previous owner holds the offsets rows: frozen between statements, the
+                    // server ends it after pg.idle_in_transaction_timeout_ms; frozen inside a
+                    // statement, nothing on the server would, so it is ended here.
+                    if (e.sqlstate() == "55P03") control_->end_stuck_writers();
+                    throw;
+                }
                 // Reload after claiming: positions committed by a previous owner are visible now
                 // and nothing older can commit any more.
                 auto latest = control_->load_latest_positions(partitions);

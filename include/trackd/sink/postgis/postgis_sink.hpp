@@ -86,6 +86,13 @@ class PostgisSink {
     // retried). Throws GroupConflict when another group owns the topic here.
     std::map<std::int32_t, Claim> claim(const std::vector<std::int32_t>& partitions);
 
+    // Ends (pg_terminate_backend) trackd ingest sessions of this database that have waited
+    // for their client in the middle of a statement for longer than
+    // pg.idle_in_transaction_timeout_ms: a writer frozen or cut off inside a COPY, whose locks
+    // the server would otherwise hold until TCP gives up. Called when a claim times out on a
+    // lock. Returns how many it ended.
+    int end_stuck_writers();
+
     // Throws GroupConflict, naming the other group and the fix, when trackd.kafka_offsets holds
     // offsets of this topic for a consumer group other than kafka.group.
     void check_group();
