@@ -5,10 +5,8 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
-#include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -21,8 +19,7 @@
 #include "trackd/core/version.hpp"
 #include "trackd/db/connection.hpp"
 #include "trackd/db/migrations.hpp"
-#include "trackd/http/server.hpp"
-#include "trackd/pipeline/ingest.hpp"
+#include "trackd/pipeline/pipeline.hpp"
 
 namespace {
 
@@ -163,49 +160,8 @@ int cmd_archive(const trackd::config::Config& config, const std::vector<std::str
 }
 
 int cmd_run(const trackd::config::Config& config) {
-    {
-        auto conn = connect(config, "run");
-        trackd::db::check_schema(conn);
-    }
     stop_on_signals();
-    trackd::core::log::info("trackd starting", {{"version", std::string(trackd::core::version())},
-                                                {"topic", config.kafka.topic},
-                                                {"group", config.kafka.group}});
-    // The HTTP API runs beside ingest on its own threads; leaving this scope (a clean stop or an
-    // ingest error) stops it gracefully.
-    std::optional<trackd::http::Server> http;
-    if (config.http.enabled || !config.metrics.listen.empty()) {
-        if (config.http.enabled && config.http.tokens.empty()) {
-            trackd::core::log::warn(
-                "http: no [http.tokens] configured; only /healthz, /readyz "
-                "and the landing pages answer without 401");
-        }
-        http.emplace(config);
-        http->start();
-    }
-    // The archiver runs beside ingest on its own thread and connections; it stops with trackd.
-    std::thread archive;
-    if (config.archive.enabled) {
-        archive = std::thread([&config] {
-            try {
-                trackd::archive::Archiver(config).run(g_stop);
-            } catch (const std::exception& e) {
-                // run() retries everything it can; this is a bug or a broken setup: say so and
-                // leave ingest running (the archive catches up from the table on restart).
-                trackd::core::log::error("archiver stopped", {{"error", e.what()}});
-            }
-        });
-    }
-    struct StopArchive {
-        std::thread& t;
-        ~StopArchive() {
-            g_stop.store(true);
-            if (t.joinable()) t.join();
-        }
-    } stop_archive{archive};
-    trackd::pipeline::run_ingest(config, g_stop);
-    http.reset();
-    trackd::core::log::info("trackd stopped");
+    trackd::pipeline::run(config, g_stop);
     return 0;
 }
 

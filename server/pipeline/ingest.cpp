@@ -16,14 +16,16 @@
 #include "trackd/db/connection.hpp"
 #include "trackd/decode/decoder.hpp"
 #include "trackd/sink/postgis/postgis_sink.hpp"
+#include "trackd/sink/sink.hpp"
 #include "trackd/source/kafka_source.hpp"
+#include "trackd/source/source.hpp"
 #include "trackd/validate/validator.hpp"
 
 namespace trackd::pipeline {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using sink::postgis::PostgisSink;
+using sink::Sink;
 
 std::int64_t now_unix_us() {
     return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -44,7 +46,7 @@ bool retryable(const db::DbError& e) {
 // database) and the stored offset the batch starts from (a batch is never stored twice).
 struct PendingBatch {
     batch::Batch batch;
-    std::map<std::int32_t, sink::postgis::Fence> fences;
+    std::map<std::int32_t, sink::Fence> fences;
 };
 
 // One per writer connection: the partitions it commits and the batches waiting for it.
@@ -123,9 +125,10 @@ std::string integer(double v) { return fmt::format("{:.0f}", v); }
 
 class Ingest final : public source::PartitionOwner {
   public:
-    Ingest(const config::Config& config, const std::atomic<bool>& stop)
+    Ingest(const config::Config& config, const std::atomic<bool>& stop, const IngestSeams& seams)
         : config_(config),
           stop_(stop),
+          seams_(seams),
           decoder_(static_cast<std::size_t>(config.validate.max_payload_bytes)),
           validator_(config.validate),
           control_(connect_with_retry("trackd ingest control")) {
@@ -140,13 +143,15 @@ class Ingest final : public source::PartitionOwner {
         // Before joining the group: a second group on the same topic and database would store
         // every message again; refuse with the other group's name and the fix.
         control_->check_group();
-        source::KafkaSource source(config_.kafka, *this);
+        const auto owned_source = seams_.source(*this);
+        auto& source = *owned_source;
         source_ = &source;
         std::vector<std::thread> committers;
         for (std::size_t i = 0; i < shards_.size(); ++i) {
             committers.emplace_back([this, i] { commit_loop(i); });
         }
-        auto last_stats = Clock::now();
+        anchor_wall_clock();
+        auto last_stats = seams_.now();
         auto last_tick = last_stats;
         const auto limit = config_.batch.inflight_bytes;
         try {
@@ -165,7 +170,7 @@ class Ingest final : public source::PartitionOwner {
                 }
                 auto m = source.poll(std::chrono::milliseconds(20));
                 // One clock read per turn: the message's batch age and validation's wall clock.
-                const auto now = Clock::now();
+                const auto now = seams_.now();
                 if (source.paused()) {
                     metrics_.paused_seconds.add(
                         std::chrono::duration<double>(now - last_tick).count());
@@ -182,7 +187,7 @@ class Ingest final : public source::PartitionOwner {
                 if (now - wall_anchor_.steady >= std::chrono::seconds(1)) anchor_wall_clock();
             }
         } catch (...) {
-            stop_committers(std::chrono::seconds(0));
+            stop_committers(std::chrono::milliseconds(0));
             for (auto& t : committers) t.join();
             source_ = nullptr;
             throw;
@@ -192,7 +197,7 @@ class Ingest final : public source::PartitionOwner {
         for (std::size_t i = 0; i < shards_.size(); ++i) {
             if (!shards_[i].builder.current().empty()) enqueue(i, shards_[i].builder.take());
         }
-        stop_committers(std::chrono::seconds(5));
+        stop_committers(seams_.shutdown_grace);
         for (auto& t : committers) t.join();
         source.close();
         source_ = nullptr;
@@ -206,7 +211,16 @@ class Ingest final : public source::PartitionOwner {
         with_retry(
             "claim partitions",
             [&] {
-                const auto claims = control_->claim(partitions);
+                std::map<std::int32_t, sink::Claim> claims;
+                try {
+                    claims = control_->claim(partitions);
+                } catch (const db::DbError& e) {
+                    // A previous owner holds the offsets rows: frozen between statements, the
+                    // server ends it after pg.idle_in_transaction_timeout_ms; frozen inside a
+                    // statement, nothing on the server would, so it is ended here.
+                    if (e.sqlstate() == "55P03") control_->end_stuck_writers();
+                    throw;
+                }
                 // Reload after claiming: positions committed by a previous owner are visible now
                 // and nothing older can commit any more.
                 auto latest = control_->load_latest_positions(partitions);
@@ -269,17 +283,16 @@ class Ingest final : public source::PartitionOwner {
     }
 
   private:
-    std::unique_ptr<PostgisSink> connect_with_retry(const std::string& name) {
-        std::unique_ptr<PostgisSink> out;
-        with_retry("connect to PostgreSQL",
-                   [&] { out = std::make_unique<PostgisSink>(config_, name); });
+    std::unique_ptr<Sink> connect_with_retry(const std::string& name) {
+        std::unique_ptr<Sink> out;
+        with_retry("connect to PostgreSQL", [&] { out = seams_.sink(name); });
         return out;
     }
 
     // Runs `fn` until it succeeds, sleeping with exponential backoff on retryable database
     // errors; rethrows others. Gives up (returns) when trackd is stopping.
     template <class Fn>
-    void with_retry(const char* what, Fn&& fn, PostgisSink* sink = nullptr,
+    void with_retry(const char* what, Fn&& fn, Sink* sink = nullptr,
                     const std::atomic<bool>* abandon = nullptr) {
         auto delay = std::chrono::milliseconds(100);
         for (;;) {
@@ -318,10 +331,10 @@ class Ingest final : public source::PartitionOwner {
     // The wall clock validation checks timestamps against, derived from the steady clock read
     // once per poll turn; re-anchored every second, so a stepped system clock shows within 1 s.
     struct WallAnchor {
-        Clock::time_point steady = Clock::now();
-        std::int64_t unix_us = now_unix_us();
+        Clock::time_point steady;
+        std::int64_t unix_us = 0;
     };
-    void anchor_wall_clock() { wall_anchor_ = WallAnchor{}; }
+    void anchor_wall_clock() { wall_anchor_ = WallAnchor{seams_.now(), now_unix_us()}; }
     [[nodiscard]] std::int64_t wall_clock_us(Clock::time_point now) const {
         return wall_anchor_.unix_us +
                std::chrono::duration_cast<std::chrono::microseconds>(now - wall_anchor_.steady)
@@ -377,7 +390,7 @@ class Ingest final : public source::PartitionOwner {
             // Batches of a partition commit in order on one writer, each from where the one
             // before it ends.
             auto& expected = expected_[p];
-            pending.fences[p] = sink::postgis::Fence{it->second, expected};
+            pending.fences[p] = sink::Fence{it->second, expected};
             expected = next;
         }
         {
@@ -394,7 +407,7 @@ class Ingest final : public source::PartitionOwner {
         return n;
     }
 
-    void stop_committers(std::chrono::seconds grace) {
+    void stop_committers(std::chrono::milliseconds grace) {
         {
             const std::lock_guard lock(mutex_);
             draining_ = true;
@@ -411,7 +424,7 @@ class Ingest final : public source::PartitionOwner {
 
     void commit_loop(std::size_t index) {
         auto& shard = shards_[index];
-        std::unique_ptr<PostgisSink> writer;
+        std::unique_ptr<Sink> writer;
         try {
             writer = connect_with_retry("trackd ingest writer " + std::to_string(index));
         } catch (...) {
@@ -451,11 +464,11 @@ class Ingest final : public source::PartitionOwner {
         }
     }
 
-    void commit_one(PostgisSink& writer, PendingBatch& pending) {
+    void commit_one(Sink& writer, PendingBatch& pending) {
         auto& b = pending.batch;
         // on_revoked() may have emptied it while it was queued.
         while (!b.empty()) {
-            sink::postgis::CommitResult result;
+            sink::CommitResult result;
             bool done = false;
             // A connection lost during the transaction leaves its outcome unknown when COMMIT
             // may have reached the server. It is never guessed: the retry's first statement,
@@ -550,12 +563,13 @@ class Ingest final : public source::PartitionOwner {
 
     const config::Config& config_;
     const std::atomic<bool>& stop_;
+    const IngestSeams& seams_;
 
     // Poll thread only.
     decode::Decoder decoder_;
     validate::Validator validator_;
     std::vector<Shard> shards_;
-    std::unique_ptr<PostgisSink> control_;
+    std::unique_ptr<Sink> control_;
     // The latest accepted position per vehicle and the partition it came from.
     struct Latest {
         validate::LastPosition position;
@@ -566,7 +580,7 @@ class Ingest final : public source::PartitionOwner {
     // Per owned partition: the offset the next batch starts from (-1: nothing stored yet).
     std::map<std::int32_t, std::int64_t> expected_;
     WallAnchor wall_anchor_;
-    source::KafkaSource* source_ = nullptr;
+    source::Source* source_ = nullptr;
 
     // Shared with the committer.
     std::mutex mutex_;
@@ -581,8 +595,20 @@ class Ingest final : public source::PartitionOwner {
 
 }  // namespace
 
-void run_ingest(const config::Config& config, const std::atomic<bool>& stop) {
-    Ingest ingest(config, stop);
+IngestSeams production_seams(const config::Config& config) {
+    IngestSeams seams;
+    seams.source = [&config](source::PartitionOwner& owner) -> std::unique_ptr<source::Source> {
+        return std::make_unique<source::KafkaSource>(config.kafka, owner);
+    };
+    seams.sink = [&config](const std::string& name) -> std::unique_ptr<Sink> {
+        return std::make_unique<sink::postgis::PostgisSink>(config, name);
+    };
+    return seams;
+}
+
+void run_ingest(const config::Config& config, const std::atomic<bool>& stop,
+                const IngestSeams& seams) {
+    Ingest ingest(config, stop, seams);
     ingest.run();
 }
 

@@ -260,5 +260,57 @@ TEST(Delivery, MessagesKafkaDeletedBeforeTrackdReadThemAreReportedAsLoss) {
               "60 40 99");
 }
 
+bool wait_for_text(const std::string& path, const std::string& text, std::chrono::seconds timeout) {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < until) {
+        if (IngestHarness::read_file(path).find(text) != std::string::npos) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+}
+
+// An instance frozen in the middle of a COPY: the server waits for its data, holding the
+// partitions' offsets row locks, and neither idle_in_transaction_session_timeout nor TCP would
+// ever end that. The next owner's claim times out on the lock, ends the stuck session once it
+// has waited longer than pg.idle_in_transaction_timeout_ms, claims and ingests everything; the
+// frozen instance, thawed, finds its session gone and its batch fenced. Exact accounting.
+TEST(Delivery, AWriterFrozenInsideACopyLosesItsLocksAndItsPartitions) {
+    IngestHarness h("incopy", 2);
+    h.produce(100, 3000);
+    const auto manifest = load_manifest(h.manifest_path());
+    const std::map<std::string, std::string> limits = {
+        {"TRACKD_PG_LOCK_TIMEOUT_MS", "1000"},
+        {"TRACKD_PG_IDLE_IN_TRANSACTION_TIMEOUT_MS", "5000"},
+        {"TRACKD_BATCH_MAX_ROWS", "500"}};
+    auto env_a = limits;
+    const std::string release = h.dir() + "/release-a";
+    env_a["TRACKD_TEST_INGEST_PAUSE_AT"] = "in-copy@" + release;
+    const std::string log_a = h.dir() + "/a.log";
+    const std::string log_b = h.dir() + "/b.log";
+    auto a = h.start_trackd(env_a, log_a);
+    ASSERT_TRUE(wait_for_text(log_a, "paused at in-copy", std::chrono::seconds(60)))
+        << IngestHarness::read_file(log_a);
+    a->kill(SIGSTOP);  // frozen: no heartbeats, no bytes, its kernel still answers TCP
+    const auto frozen_at = std::chrono::steady_clock::now();
+    auto b = h.start_trackd(limits, log_b);
+    ASSERT_TRUE(h.wait_drained(3000, std::chrono::seconds(180))) << IngestHarness::read_file(log_b);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - frozen_at).count();
+    EXPECT_TRUE(wait_for_text(log_b, "ended a stuck ingest session", std::chrono::seconds(5)))
+        << IngestHarness::read_file(log_b);
+    a->kill(SIGCONT);
+    run_command("touch " + shell_quote(release));  // its COPY goes on, into a dead session
+    EXPECT_TRUE(wait_for_text(log_a, "commit refused by the epoch fence", std::chrono::seconds(60)))
+        << IngestHarness::read_file(log_a);
+    a->kill(SIGTERM);
+    b->kill(SIGTERM);
+    ASSERT_TRUE(a->wait_for(std::chrono::seconds(30)));
+    ASSERT_TRUE(b->wait_for(std::chrono::seconds(30)));
+    EXPECT_EQ(b->exit_code(), 0) << IngestHarness::read_file(log_b);
+    h.check_accounting(manifest);
+    std::printf("[ measured ] the frozen writer's partitions were drained %.1f s after it froze\n",
+                seconds);
+}
+
 }  // namespace
 }  // namespace trackd::test

@@ -19,53 +19,33 @@
 #include <vector>
 
 #include "trackd/config/config.hpp"
+#include "trackd/source/source.hpp"
 
 struct rd_kafka_s;
 struct rd_kafka_message_s;
 
 namespace trackd::source {
 
-// A message as read; the views stay valid until the next poll().
-struct Message {
-    std::int32_t partition = 0;
-    std::int64_t offset = 0;
-    std::int64_t timestamp_ms = 0;  // the broker's or producer's timestamp, -1 if none
-    std::string_view key;
-    std::string_view payload;
-};
-
-class PartitionOwner {
-  public:
-    virtual ~PartitionOwner() = default;
-    // Called for newly assigned partitions; returns where each starts: the stored next offset,
-    // or nullopt for "nothing stored" (the start of the partition, or its end when
-    // kafka.properties auto.offset.reset is latest).
-    virtual std::map<std::int32_t, std::optional<std::int64_t>> on_assigned(
-        const std::vector<std::int32_t>& partitions) = 0;
-    // Called before partitions are taken away: drop what is pending for them.
-    virtual void on_revoked(const std::vector<std::int32_t>& partitions) = 0;
-};
-
-class KafkaSource {
+class KafkaSource final : public Source {
   public:
     KafkaSource(const config::KafkaConfig& config, PartitionOwner& owner);
-    ~KafkaSource();
+    ~KafkaSource() override;
     KafkaSource(const KafkaSource&) = delete;
     KafkaSource& operator=(const KafkaSource&) = delete;
 
     // The next message, or nullopt after `timeout` (rebalance callbacks run inside).
-    std::optional<Message> poll(std::chrono::milliseconds timeout);
+    std::optional<Message> poll(std::chrono::milliseconds timeout) override;
 
     // Backpressure: stop and restart fetching on every assigned partition.
-    void pause();
-    void resume();
-    [[nodiscard]] bool paused() const { return paused_; }
+    void pause() override;
+    void resume() override;
+    [[nodiscard]] bool paused() const override { return paused_; }
 
     // Commits offsets to Kafka, after the database commit, for lag monitoring only.
-    void commit_async(const std::map<std::int32_t, std::int64_t>& next_offsets);
+    void commit_async(const std::map<std::int32_t, std::int64_t>& next_offsets) override;
 
     // Leaves the group (revoking partitions through the owner) and stops.
-    void close();
+    void close() override;
 
     [[nodiscard]] std::vector<std::int32_t> assignment() const;
 

@@ -226,6 +226,29 @@ std::map<std::int32_t, Claim> PostgisSink::claim(const std::vector<std::int32_t>
     return out;
 }
 
+int PostgisSink::end_stuck_writers() {
+    const auto limit_ms = config_.pg.idle_in_transaction_timeout_ms;
+    if (limit_ms == 0) return 0;
+    // An ingest session waiting for its client in the middle of a statement (ClientRead while
+    // active: a COPY whose sender froze or lost the network) holds its locks until TCP gives
+    // up, which a frozen process never lets happen. A live trackd never leaves the server
+    // waiting mid-statement for more than milliseconds.
+    auto r = connection().query(
+        "SELECT pid, application_name, pg_terminate_backend(pid) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+        "AND application_name LIKE 'trackd ingest%' AND state = 'active' "
+        "AND wait_event = 'ClientRead' "
+        "AND state_change < now() - make_interval(secs => $1::float8 / 1000)",
+        {std::to_string(limit_ms)});
+    for (int i = 0; i < r.rows(); ++i) {
+        core::log::warn(
+            "ended a stuck ingest session that held locks (its client stopped "
+            "mid-statement)",
+            {{"pid", r.at(i, 0)}, {"application_name", r.at(i, 1)}, {"terminated", r.at(i, 2)}});
+    }
+    return r.rows();
+}
+
 void PostgisSink::check_group() {
     auto r = connection().query(
         "SELECT consumer_group, count(*) FROM trackd.kafka_offsets WHERE topic = $2 "
@@ -365,6 +388,10 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
                 "COPY trackd.vehicle_telemetry_history (vehicle_id, recorded_at, geom, "
                 "speed_kmh, heading_deg, accuracy_m, attributes, ingest_batch_id, "
                 "kafka_partition, kafka_offset) FROM STDIN (FORMAT binary)");
+            // The fault suite freezes an instance here, in the middle of a COPY: the server
+            // waits for its data (docs/reliability.md).
+            static core::PausePoint in_copy("TRACKD_TEST_INGEST_PAUSE_AT", "ingest");
+            in_copy.at("in-copy");
             conn.copy_send(enc.data());
             conn.copy_end();
 
