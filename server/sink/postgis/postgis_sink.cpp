@@ -469,7 +469,7 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
         const std::size_t events = write_geofence_events(conn, geofence, result.ingest_batch_id);
         conn.exec_script("COMMIT");
         events::events_emitted().inc(events);
-    } catch (const db::DbError&) {
+    } catch (...) {  // a DbError, or OffsetConflict from the offsets update
         rollback_quietly(conn);
         throw;
     }
