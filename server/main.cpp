@@ -1,26 +1,25 @@
 // trackd's entry point: parse the command line, load the config, run one command.
-// Everything that can fail at start-up throws; this file turns that into one line and exit 1.
+// Everything that can fail at start-up throws; this file turns that into one line and exit 1
+// (exit 2 for `trackd audit`, whose 1 means "violations found").
 #include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
-#include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "trackd/archive/archiver.hpp"
+#include "trackd/audit/audit.hpp"
 #include "trackd/config/config.hpp"
 #include "trackd/core/error.hpp"
 #include "trackd/core/log.hpp"
 #include "trackd/core/version.hpp"
 #include "trackd/db/connection.hpp"
 #include "trackd/db/migrations.hpp"
-#include "trackd/http/server.hpp"
-#include "trackd/pipeline/ingest.hpp"
+#include "trackd/pipeline/pipeline.hpp"
 
 namespace {
 
@@ -33,6 +32,11 @@ commands:
   archive --once archive what is committed now, then exit (3: another archiver runs)
   archive maintain  expire snapshots, merge manifests, delete orphan files, apply retention
   migrate        apply the missing SQL migrations to the database
+  audit [--since DURATION] [--format text|json] [--limit N]
+                 check the database against the delivery promise: each Kafka offset stored
+                 at most once and none beyond the stored offsets, current state = latest
+                 history row, archive progress not ahead (--since 1h: only recent rows);
+                 exit 0 clean, 1 violations found, 2 error
   check-config   print the effective configuration (secrets masked) and exit
   version        print the version and the schema version this build expects
 
@@ -43,7 +47,7 @@ e.g. TRACKD_KAFKA_BROKERS, TRACKD_KAFKA_TOPIC, TRACKD_PG_DSN, TRACKD_HTTP_LISTEN
 struct Args {
     std::string command;
     std::string config_file;
-    std::vector<std::string> sub;  // `archive --once`, `archive maintain`
+    std::vector<std::string> sub;  // `archive --once`, `archive maintain`, audit's flags
 };
 
 Args parse_args(int argc, char** argv) {
@@ -61,6 +65,8 @@ Args parse_args(int argc, char** argv) {
             args.command = v[i];
         } else if (args.command == "archive" && (v[i] == "--once" || v[i] == "maintain")) {
             args.sub.push_back(v[i]);
+        } else if (args.command == "audit") {
+            args.sub.push_back(v[i]);  // audit::parse_options() judges them
         } else {
             throw trackd::core::ConfigError(v[i], "unknown argument (see trackd --help)");
         }
@@ -84,6 +90,28 @@ int cmd_migrate(const trackd::config::Config& config) {
                    report.version_before, report.version_after, report.applied.size());
     }
     return 0;
+}
+
+// Exit 0: no violation; 1: violations, reported on stdout.
+int cmd_audit(const trackd::config::Config& config, const trackd::audit::Options& options) {
+    auto conn = connect(config, "audit");
+    const auto report = trackd::audit::run(conn, {config.kafka.topic, config.kafka.group}, options);
+    fmt::print("{}", options.format == "json" ? trackd::audit::to_json(report)
+                                              : trackd::audit::to_text(report));
+    return report.violations() == 0 ? 0 : 1;
+}
+
+// `trackd audit` exits 2 on any error, since its 1 means "violations found".
+bool is_audit(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view a = argv[i];
+        if (a == "--config" || a == "-c") {
+            ++i;
+        } else if (a.empty() || a[0] != '-') {
+            return a == "audit";
+        }
+    }
+    return false;
 }
 
 std::atomic<bool> g_stop{false};
@@ -132,57 +160,20 @@ int cmd_archive(const trackd::config::Config& config, const std::vector<std::str
 }
 
 int cmd_run(const trackd::config::Config& config) {
-    {
-        auto conn = connect(config, "run");
-        trackd::db::check_schema(conn);
-    }
     stop_on_signals();
-    trackd::core::log::info("trackd starting", {{"version", std::string(trackd::core::version())},
-                                                {"topic", config.kafka.topic},
-                                                {"group", config.kafka.group}});
-    // The HTTP API runs beside ingest on its own threads; leaving this scope (a clean stop or an
-    // ingest error) stops it gracefully.
-    std::optional<trackd::http::Server> http;
-    if (config.http.enabled || !config.metrics.listen.empty()) {
-        if (config.http.enabled && config.http.tokens.empty()) {
-            trackd::core::log::warn(
-                "http: no [http.tokens] configured; only /healthz, /readyz "
-                "and the landing pages answer without 401");
-        }
-        http.emplace(config);
-        http->start();
-    }
-    // The archiver runs beside ingest on its own thread and connections; it stops with trackd.
-    std::thread archive;
-    if (config.archive.enabled) {
-        archive = std::thread([&config] {
-            try {
-                trackd::archive::Archiver(config).run(g_stop);
-            } catch (const std::exception& e) {
-                // run() retries everything it can; this is a bug or a broken setup: say so and
-                // leave ingest running (the archive catches up from the table on restart).
-                trackd::core::log::error("archiver stopped", {{"error", e.what()}});
-            }
-        });
-    }
-    struct StopArchive {
-        std::thread& t;
-        ~StopArchive() {
-            g_stop.store(true);
-            if (t.joinable()) t.join();
-        }
-    } stop_archive{archive};
-    trackd::pipeline::run_ingest(config, g_stop);
-    http.reset();
-    trackd::core::log::info("trackd stopped");
+    trackd::pipeline::run(config, g_stop);
     return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+    const int failure = is_audit(argc, argv) ? 2 : 1;
     try {
         const Args args = parse_args(argc, argv);
+        // Before the config and the database: a bad flag needs neither.
+        const auto audit_options = args.command == "audit" ? trackd::audit::parse_options(args.sub)
+                                                           : trackd::audit::Options{};
         if (args.command.empty() || args.command == "help") {
             std::fputs(kUsage.data(), args.command.empty() ? stderr : stdout);
             return args.command.empty() ? 2 : 0;
@@ -202,11 +193,12 @@ int main(int argc, char** argv) {
         if (args.command == "migrate") return cmd_migrate(config);
         if (args.command == "run") return cmd_run(config);
         if (args.command == "archive") return cmd_archive(config, args.sub);
+        if (args.command == "audit") return cmd_audit(config, audit_options);
         throw trackd::core::ConfigError(args.command, "unknown command (see trackd --help)");
     } catch (const trackd::core::ConfigError& e) {
         fmt::print(stderr, "trackd: configuration error: {}\n", e.what());
     } catch (const std::exception& e) {
         fmt::print(stderr, "trackd: {}\n", e.what());
     }
-    return 1;
+    return failure;
 }

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "trackd/archive/catalog.hpp"
 #include "trackd/core/log.hpp"
 #include "trackd/core/metrics.hpp"
@@ -87,15 +89,12 @@ struct Archiver::Impl {
     void connect() {
         if (conn && conn->ok() && lock_conn && lock_conn->ok()) return;
         reset();
-        lock_conn = std::make_unique<db::Connection>(config.pg.dsn, "trackd archive lock",
-                                                     config.pg.connect_timeout_s);
-        conn = std::make_unique<db::Connection>(config.pg.dsn, "trackd archive",
-                                                config.pg.connect_timeout_s);
+        lock_conn = std::make_unique<db::Connection>(config.pg, "trackd archive lock");
+        conn = std::make_unique<db::Connection>(config.pg, "trackd archive");
         // The catalog's commits run on their own session, which it replaces whenever one
         // breaks or loses a commit's answer (the outcome is then read on a new one).
         catalog = make_jdbc_catalog([this] {
-            return std::make_unique<db::Connection>(config.pg.dsn, "trackd archive catalog",
-                                                    config.pg.connect_timeout_s);
+            return std::make_unique<db::Connection>(config.pg, "trackd archive catalog");
         });
         table = std::make_unique<IcebergTable>(*catalog, ident, location,
                                                config.archive.metadata_versions_max);
@@ -234,11 +233,29 @@ struct Archiver::Impl {
 
     int apply_retention() {
         if (config.postgis.retention.empty()) return 0;
-        // The function keeps every partition holding rows not yet in the archive (V0006).
-        const auto n = std::stoi(
-            conn->query("SELECT trackd.drop_history_partitions_before(now() - $1::interval)",
-                        {config.postgis.retention})
-                .at(0, 0));
+        // The function keeps every partition holding rows not yet in the archive (V0006). It
+        // locks the history table ACCESS EXCLUSIVE, and every ingest COPY queues behind a lock
+        // request that waits: so it waits at most postgis.ddl_lock_timeout_ms for a long reader
+        // (a QGIS session idle in a transaction) and gives way, to try again next time.
+        int n = 0;
+        try {
+            conn->exec_script(fmt::format("BEGIN; SET LOCAL lock_timeout = {}",
+                                          config.postgis.ddl_lock_timeout_ms));
+            n = std::stoi(
+                conn->query("SELECT trackd.drop_history_partitions_before(now() - $1::interval)",
+                            {config.postgis.retention})
+                    .at(0, 0));
+            conn->exec_script("COMMIT");
+        } catch (const db::DbError& e) {
+            try {
+                conn->exec_script("ROLLBACK");
+            } catch (const db::DbError&) {  // NOLINT(bugprone-empty-catch): connection gone
+            }
+            if (e.sqlstate() != "55P03") throw;
+            core::log::warn("retention put off: a lock is held on the history table",
+                            {{"error", e.what()}});
+            return 0;
+        }
         if (n > 0) {
             core::log::info(
                 "history partitions dropped by retention",

@@ -166,8 +166,15 @@ const std::vector<Field>& fields() {
         field("kafka", "topic", &Config::kafka, &KafkaConfig::topic),
         field("kafka", "group", &Config::kafka, &KafkaConfig::group),
         field("kafka", "client_id", &Config::kafka, &KafkaConfig::client_id),
+        field("kafka", "instance_id", &Config::kafka, &KafkaConfig::instance_id),
         field("pg", "dsn", &Config::pg, &PgConfig::dsn, true),
         field("pg", "connect_timeout_s", &Config::pg, &PgConfig::connect_timeout_s),
+        field("pg", "lock_timeout_ms", &Config::pg, &PgConfig::lock_timeout_ms),
+        field("pg", "idle_in_transaction_timeout_ms", &Config::pg,
+              &PgConfig::idle_in_transaction_timeout_ms),
+        field("pg", "keepalives_idle_s", &Config::pg, &PgConfig::keepalives_idle_s),
+        field("pg", "keepalives_interval_s", &Config::pg, &PgConfig::keepalives_interval_s),
+        field("pg", "keepalives_count", &Config::pg, &PgConfig::keepalives_count),
         field("http", "enabled", &Config::http, &HttpConfig::enabled),
         field("http", "listen", &Config::http, &HttpConfig::listen),
         field("http", "threads", &Config::http, &HttpConfig::threads),
@@ -199,6 +206,8 @@ const std::vector<Field>& fields() {
               &PostgisConfig::partition_interval),
         field("postgis", "partitions_ahead", &Config::postgis, &PostgisConfig::partitions_ahead),
         field("postgis", "retention", &Config::postgis, &PostgisConfig::retention),
+        field("postgis", "ddl_lock_timeout_ms", &Config::postgis,
+              &PostgisConfig::ddl_lock_timeout_ms),
         field("archive", "enabled", &Config::archive, &ArchiveConfig::enabled),
         field("archive", "warehouse", &Config::archive, &ArchiveConfig::warehouse),
         field("archive", "catalog", &Config::archive, &ArchiveConfig::catalog),
@@ -386,12 +395,30 @@ void validate(const Config& c) {
         require(k != "enable.auto.commit" || v == "false",
                 std::string(kPropertiesPath) + ".enable.auto.commit",
                 "must stay false: trackd stores offsets in PostgreSQL");
-        require(k != "group.id" && k != "bootstrap.servers", std::string(kPropertiesPath) + "." + k,
-                "set it with kafka.group / kafka.brokers instead");
+        require(k != "group.id" && k != "bootstrap.servers" && k != "group.instance.id",
+                std::string(kPropertiesPath) + "." + k,
+                "set it with kafka.group / kafka.brokers / kafka.instance_id instead");
     }
     require(!c.pg.dsn.empty(), "pg.dsn", "must not be empty");
     require(c.pg.connect_timeout_s >= 1 && c.pg.connect_timeout_s <= 3600, "pg.connect_timeout_s",
             "must be between 1 and 3600");
+    require(c.pg.lock_timeout_ms >= 0 && c.pg.lock_timeout_ms <= 3600000, "pg.lock_timeout_ms",
+            "must be between 0 (no limit) and 3600000");
+    require(c.pg.idle_in_transaction_timeout_ms == 0 ||
+                (c.pg.idle_in_transaction_timeout_ms >= 1000 &&
+                 c.pg.idle_in_transaction_timeout_ms <= 3600000),
+            "pg.idle_in_transaction_timeout_ms",
+            "must be 0 (no limit) or between 1000 and 3600000");
+    require(c.pg.keepalives_idle_s >= 1 && c.pg.keepalives_idle_s <= 7200, "pg.keepalives_idle_s",
+            "must be between 1 and 7200");
+    require(c.pg.keepalives_interval_s >= 1 && c.pg.keepalives_interval_s <= 600,
+            "pg.keepalives_interval_s", "must be between 1 and 600");
+    require(c.pg.keepalives_count >= 1 && c.pg.keepalives_count <= 100, "pg.keepalives_count",
+            "must be between 1 and 100");
+    require(c.postgis.ddl_lock_timeout_ms >= 10 && c.postgis.ddl_lock_timeout_ms <= 600000,
+            "postgis.ddl_lock_timeout_ms", "must be between 10 and 600000");
+    require(c.kafka.instance_id.size() <= 249, "kafka.instance_id",
+            "must be at most 249 characters");
     require(valid_host_port(c.http.listen), "http.listen",
             "'" + c.http.listen + "' is not host:port with a port in 1..65535");
     require(c.http.threads >= 1 && c.http.threads <= 256, "http.threads",

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include <fmt/format.h>
 #include <libpq-fe.h>
 
 #include "trackd/core/log.hpp"
@@ -73,11 +74,43 @@ long Result::affected() const {
 
 Connection::Connection(const std::string& dsn, const std::string& application_name,
                        int connect_timeout_s) {
-    const std::string timeout = std::to_string(connect_timeout_s);
-    const char* keys[] = {"dbname", "application_name", "connect_timeout", nullptr};
-    const char* values[] = {dsn.c_str(), application_name.c_str(), timeout.c_str(), nullptr};
+    connect({{"dbname", dsn},
+             {"application_name", application_name},
+             {"connect_timeout", std::to_string(connect_timeout_s)}});
+}
+
+Connection::Connection(const config::PgConfig& pg, const std::string& application_name) {
+    // Client-side keepalives first, so that a DSN that sets its own wins (expand_dbname: the
+    // DSN's values override earlier keywords).
+    connect({{"keepalives", "1"},
+             {"keepalives_idle", std::to_string(pg.keepalives_idle_s)},
+             {"keepalives_interval", std::to_string(pg.keepalives_interval_s)},
+             {"keepalives_count", std::to_string(pg.keepalives_count)},
+             {"dbname", pg.dsn},
+             {"application_name", application_name},
+             {"connect_timeout", std::to_string(pg.connect_timeout_s)}});
+    // Server side: SET rather than the startup `options`, which connection poolers refuse.
+    const int user_timeout_ms =
+        (pg.keepalives_idle_s + pg.keepalives_interval_s * pg.keepalives_count) * 1000;
+    exec_script(
+        fmt::format("SET lock_timeout = {}; SET idle_in_transaction_session_timeout = {}; "
+                    "SET tcp_keepalives_idle = {}; SET tcp_keepalives_interval = {}; "
+                    "SET tcp_keepalives_count = {}; SET tcp_user_timeout = {}",
+                    pg.lock_timeout_ms, pg.idle_in_transaction_timeout_ms, pg.keepalives_idle_s,
+                    pg.keepalives_interval_s, pg.keepalives_count, user_timeout_ms));
+}
+
+void Connection::connect(const std::vector<std::pair<std::string, std::string>>& params) {
+    std::vector<const char*> keys;
+    std::vector<const char*> values;
+    for (const auto& [k, v] : params) {
+        keys.push_back(k.c_str());
+        values.push_back(v.c_str());
+    }
+    keys.push_back(nullptr);
+    values.push_back(nullptr);
     // expand_dbname=1: `dbname` may be a full connection string or URI.
-    conn_ = PQconnectdbParams(keys, values, 1);
+    conn_ = PQconnectdbParams(keys.data(), values.data(), 1);
     if (conn_ == nullptr || PQstatus(conn_) != CONNECTION_OK) {
         std::string message = conn_ != nullptr ? trim(PQerrorMessage(conn_)) : "out of memory";
         if (conn_ != nullptr) PQfinish(conn_);

@@ -36,13 +36,13 @@ Detection detect(const std::map<std::string, ZoneState>& previous, const std::ve
     return out;
 }
 
-std::vector<std::size_t> advancing(std::optional<std::int64_t> committed_us,
-                                   const std::vector<std::int64_t>& times_in_read_order) {
+std::vector<std::size_t> advancing(std::optional<OrderKey> committed,
+                                   const std::vector<OrderKey>& keys_in_read_order) {
     std::vector<std::size_t> out;
-    std::optional<std::int64_t> latest = committed_us;
-    for (std::size_t i = 0; i < times_in_read_order.size(); ++i) {
-        if (latest && times_in_read_order[i] <= *latest) continue;
-        latest = times_in_read_order[i];
+    std::optional<OrderKey> latest = committed;
+    for (std::size_t i = 0; i < keys_in_read_order.size(); ++i) {
+        if (latest && keys_in_read_order[i] <= *latest) continue;
+        latest = keys_in_read_order[i];
         out.push_back(i);
     }
     return out;

@@ -16,14 +16,16 @@
 #include "trackd/db/connection.hpp"
 #include "trackd/decode/decoder.hpp"
 #include "trackd/sink/postgis/postgis_sink.hpp"
+#include "trackd/sink/sink.hpp"
 #include "trackd/source/kafka_source.hpp"
+#include "trackd/source/source.hpp"
 #include "trackd/validate/validator.hpp"
 
 namespace trackd::pipeline {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using sink::postgis::PostgisSink;
+using sink::Sink;
 
 std::int64_t now_unix_us() {
     return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -39,11 +41,12 @@ bool retryable(const db::DbError& e) {
            s == "57014";
 }
 
-// A batch on its way to the database, with the owner epoch of each of its partitions at the
-// time it was read: a batch read before a partition was re-claimed is fenced by the database.
+// A batch on its way to the database, with the fence of each of its partitions as it was
+// read: the owner epoch (a batch read before a partition was re-claimed is fenced by the
+// database) and the stored offset the batch starts from (a batch is never stored twice).
 struct PendingBatch {
     batch::Batch batch;
-    std::map<std::int32_t, std::int64_t> epochs;
+    std::map<std::int32_t, sink::Fence> fences;
 };
 
 // One per writer connection: the partitions it commits and the batches waiting for it.
@@ -79,6 +82,19 @@ struct Metrics {
     core::metrics::Counter& fenced = core::metrics::counter(
         "trackd_fenced_commits_total",
         "Batch commits refused by the owner-epoch fence (partitions taken over elsewhere)");
+    // A commit whose connection broke before its reply (outcome unknown), by what the retry
+    // found: the batch was in already, or it was not and was committed again.
+    core::metrics::Counter& in_doubt_committed = core::metrics::counter(
+        "trackd_commits_in_doubt_total",
+        "Batch commits whose connection broke before the reply, by the outcome read back",
+        M{{"outcome", "committed"}});
+    core::metrics::Counter& in_doubt_not_committed = core::metrics::counter(
+        "trackd_commits_in_doubt_total",
+        "Batch commits whose connection broke before the reply, by the outcome read back",
+        M{{"outcome", "not_committed"}});
+    core::metrics::Counter& abandoned_on_revoke = core::metrics::counter(
+        "trackd_batches_abandoned_on_revoke_total",
+        "Queued batches of revoked partitions dropped uncommitted (the new owner reads them)");
     core::metrics::Counter& db_retries = core::metrics::counter(
         "trackd_db_retries_total", "Database operations of the ingest retried after an error");
     core::metrics::Counter& db_errors_retryable = core::metrics::counter(
@@ -109,9 +125,10 @@ std::string integer(double v) { return fmt::format("{:.0f}", v); }
 
 class Ingest final : public source::PartitionOwner {
   public:
-    Ingest(const config::Config& config, const std::atomic<bool>& stop)
+    Ingest(const config::Config& config, const std::atomic<bool>& stop, const IngestSeams& seams)
         : config_(config),
           stop_(stop),
+          seams_(seams),
           decoder_(static_cast<std::size_t>(config.validate.max_payload_bytes)),
           validator_(config.validate),
           control_(connect_with_retry("trackd ingest control")) {
@@ -123,13 +140,18 @@ class Ingest final : public source::PartitionOwner {
 
     void run() {
         if (!control_) return;  // stopped before the database came back
-        source::KafkaSource source(config_.kafka, *this);
+        // Before joining the group: a second group on the same topic and database would store
+        // every message again; refuse with the other group's name and the fix.
+        control_->check_group();
+        const auto owned_source = seams_.source(*this);
+        auto& source = *owned_source;
         source_ = &source;
         std::vector<std::thread> committers;
         for (std::size_t i = 0; i < shards_.size(); ++i) {
             committers.emplace_back([this, i] { commit_loop(i); });
         }
-        auto last_stats = Clock::now();
+        anchor_wall_clock();
+        auto last_stats = seams_.now();
         auto last_tick = last_stats;
         const auto limit = config_.batch.inflight_bytes;
         try {
@@ -148,7 +170,7 @@ class Ingest final : public source::PartitionOwner {
                 }
                 auto m = source.poll(std::chrono::milliseconds(20));
                 // One clock read per turn: the message's batch age and validation's wall clock.
-                const auto now = Clock::now();
+                const auto now = seams_.now();
                 if (source.paused()) {
                     metrics_.paused_seconds.add(
                         std::chrono::duration<double>(now - last_tick).count());
@@ -165,7 +187,7 @@ class Ingest final : public source::PartitionOwner {
                 if (now - wall_anchor_.steady >= std::chrono::seconds(1)) anchor_wall_clock();
             }
         } catch (...) {
-            stop_committers(std::chrono::seconds(0));
+            stop_committers(std::chrono::milliseconds(0));
             for (auto& t : committers) t.join();
             source_ = nullptr;
             throw;
@@ -175,7 +197,7 @@ class Ingest final : public source::PartitionOwner {
         for (std::size_t i = 0; i < shards_.size(); ++i) {
             if (!shards_[i].builder.current().empty()) enqueue(i, shards_[i].builder.take());
         }
-        stop_committers(std::chrono::seconds(5));
+        stop_committers(seams_.shutdown_grace);
         for (auto& t : committers) t.join();
         source.close();
         source_ = nullptr;
@@ -189,12 +211,22 @@ class Ingest final : public source::PartitionOwner {
         with_retry(
             "claim partitions",
             [&] {
-                const auto claims = control_->claim(partitions);
+                std::map<std::int32_t, sink::Claim> claims;
+                try {
+                    claims = control_->claim(partitions);
+                } catch (const db::DbError& e) {
+                    // A previous owner holds the offsets rows: frozen between statements, the
+                    // server ends it after pg.idle_in_transaction_timeout_ms; frozen inside a
+                    // statement, nothing on the server would, so it is ended here.
+                    if (e.sqlstate() == "55P03") control_->end_stuck_writers();
+                    throw;
+                }
                 // Reload after claiming: positions committed by a previous owner are visible now
                 // and nothing older can commit any more.
                 auto latest = control_->load_latest_positions(partitions);
                 for (const auto& [p, c] : claims) {
                     epochs_[p] = c.epoch;
+                    expected_[p] = c.next_offset.value_or(-1);
                     starts[p] = c.next_offset;
                     core::log::info("claimed partition",
                                     {{"partition", std::to_string(p)},
@@ -218,6 +250,31 @@ class Ingest final : public source::PartitionOwner {
         for (const auto p : partitions) {
             shard_of(p).builder.drop_partition(p);
             epochs_.erase(p);
+            expected_.erase(p);
+        }
+        // Queued batches are abandoned too, so that a rebalance costs at most the batch already
+        // in COMMIT, not the queue read ahead: the fence makes dropping them safe (the new
+        // owner starts from the stored offset), and committing them would only delay the new
+        // owner's claim behind this instance's writers.
+        std::size_t abandoned = 0;
+        {
+            const std::lock_guard lock(mutex_);
+            for (auto& shard : shards_) {
+                for (auto& pending : shard.queue) {
+                    for (const auto p : partitions) {
+                        if (pending.batch.next_offsets.count(p) != 0) {
+                            pending.batch.drop_partition(p);
+                            pending.fences.erase(p);
+                            ++abandoned;
+                        }
+                    }
+                }
+            }
+        }
+        if (abandoned > 0) {
+            metrics_.abandoned_on_revoke.inc(abandoned);
+            core::log::info("abandoned queued batches of revoked partitions",
+                            {{"batch_partitions", std::to_string(abandoned)}});
         }
         // Positions read from these partitions may not have been committed: forget them, and
         // reload them from the database if the partitions come back.
@@ -226,17 +283,16 @@ class Ingest final : public source::PartitionOwner {
     }
 
   private:
-    std::unique_ptr<PostgisSink> connect_with_retry(const std::string& name) {
-        std::unique_ptr<PostgisSink> out;
-        with_retry("connect to PostgreSQL",
-                   [&] { out = std::make_unique<PostgisSink>(config_, name); });
+    std::unique_ptr<Sink> connect_with_retry(const std::string& name) {
+        std::unique_ptr<Sink> out;
+        with_retry("connect to PostgreSQL", [&] { out = seams_.sink(name); });
         return out;
     }
 
     // Runs `fn` until it succeeds, sleeping with exponential backoff on retryable database
     // errors; rethrows others. Gives up (returns) when trackd is stopping.
     template <class Fn>
-    void with_retry(const char* what, Fn&& fn, PostgisSink* sink = nullptr,
+    void with_retry(const char* what, Fn&& fn, Sink* sink = nullptr,
                     const std::atomic<bool>* abandon = nullptr) {
         auto delay = std::chrono::milliseconds(100);
         for (;;) {
@@ -275,10 +331,10 @@ class Ingest final : public source::PartitionOwner {
     // The wall clock validation checks timestamps against, derived from the steady clock read
     // once per poll turn; re-anchored every second, so a stepped system clock shows within 1 s.
     struct WallAnchor {
-        Clock::time_point steady = Clock::now();
-        std::int64_t unix_us = now_unix_us();
+        Clock::time_point steady;
+        std::int64_t unix_us = 0;
     };
-    void anchor_wall_clock() { wall_anchor_ = WallAnchor{}; }
+    void anchor_wall_clock() { wall_anchor_ = WallAnchor{seams_.now(), now_unix_us()}; }
     [[nodiscard]] std::int64_t wall_clock_us(Clock::time_point now) const {
         return wall_anchor_.unix_us +
                std::chrono::duration_cast<std::chrono::microseconds>(now - wall_anchor_.steady)
@@ -299,9 +355,11 @@ class Ingest final : public source::PartitionOwner {
         }
         auto& pos = std::get<core::Position>(validated);
         const Latest here{{pos.recorded_at_us, pos.longitude, pos.latitude}, m.partition};
+        // trackd's total order is (recorded_at, offset): an equal time read later wins, as in
+        // the current-state upsert, whatever the batch size.
         if (last == nullptr) {
             latest_.emplace(pos.vehicle_id, here);
-        } else if (pos.recorded_at_us > last->recorded_at_us) {
+        } else if (pos.recorded_at_us >= last->recorded_at_us) {
             it->second = here;
         }
         metrics_.accepted.inc();
@@ -328,7 +386,12 @@ class Ingest final : public source::PartitionOwner {
         PendingBatch pending{std::move(b), {}};
         for (const auto& [p, next] : pending.batch.next_offsets) {
             auto it = epochs_.find(p);
-            if (it != epochs_.end()) pending.epochs[p] = it->second;
+            if (it == epochs_.end()) continue;  // not ours: the sink fences it
+            // Batches of a partition commit in order on one writer, each from where the one
+            // before it ends.
+            auto& expected = expected_[p];
+            pending.fences[p] = sink::Fence{it->second, expected};
+            expected = next;
         }
         {
             const std::lock_guard lock(mutex_);
@@ -344,7 +407,7 @@ class Ingest final : public source::PartitionOwner {
         return n;
     }
 
-    void stop_committers(std::chrono::seconds grace) {
+    void stop_committers(std::chrono::milliseconds grace) {
         {
             const std::lock_guard lock(mutex_);
             draining_ = true;
@@ -361,7 +424,7 @@ class Ingest final : public source::PartitionOwner {
 
     void commit_loop(std::size_t index) {
         auto& shard = shards_[index];
-        std::unique_ptr<PostgisSink> writer;
+        std::unique_ptr<Sink> writer;
         try {
             writer = connect_with_retry("trackd ingest writer " + std::to_string(index));
         } catch (...) {
@@ -401,22 +464,46 @@ class Ingest final : public source::PartitionOwner {
         }
     }
 
-    void commit_one(PostgisSink& writer, PendingBatch& pending) {
+    void commit_one(Sink& writer, PendingBatch& pending) {
         auto& b = pending.batch;
+        // on_revoked() may have emptied it while it was queued.
         while (!b.empty()) {
-            sink::postgis::CommitResult result;
+            sink::CommitResult result;
             bool done = false;
+            // A connection lost during the transaction leaves its outcome unknown when COMMIT
+            // may have reached the server. It is never guessed: the retry's first statement,
+            // the conditional offsets update, finds the batch in or not (the sink's contract).
+            bool in_doubt = false;
             with_retry(
                 "commit batch",
                 [&] {
                     const auto start = Clock::now();
-                    result = writer.commit(b, pending.epochs);
+                    try {
+                        result = writer.commit(b, pending.fences);
+                    } catch (const db::DbError& e) {
+                        if (e.connection_lost()) in_doubt = true;
+                        throw;
+                    }
                     metrics_.commit_seconds.observe(
                         std::chrono::duration<double>(Clock::now() - start).count());
                     done = true;
                 },
                 &writer, &abandon_);
             if (!done) return;  // abandoned at shutdown
+            if (in_doubt && result.fenced.empty()) {
+                (result.already_committed ? metrics_.in_doubt_committed
+                                          : metrics_.in_doubt_not_committed)
+                    .inc();
+                core::log::warn(result.already_committed
+                                    ? "commit outcome was unknown: the batch was in; not stored "
+                                      "again"
+                                    : "commit outcome was unknown: the batch was not in; "
+                                      "committed now",
+                                {{"messages", std::to_string(b.messages())}});
+            } else if (result.already_committed) {
+                core::log::warn("batch found committed already; not stored again",
+                                {{"messages", std::to_string(b.messages())}});
+            }
             if (result.fenced.empty()) {
                 observe_commit(b);
                 if (source_ != nullptr) source_->commit_async(b.next_offsets);
@@ -476,12 +563,13 @@ class Ingest final : public source::PartitionOwner {
 
     const config::Config& config_;
     const std::atomic<bool>& stop_;
+    const IngestSeams& seams_;
 
     // Poll thread only.
     decode::Decoder decoder_;
     validate::Validator validator_;
     std::vector<Shard> shards_;
-    std::unique_ptr<PostgisSink> control_;
+    std::unique_ptr<Sink> control_;
     // The latest accepted position per vehicle and the partition it came from.
     struct Latest {
         validate::LastPosition position;
@@ -489,8 +577,10 @@ class Ingest final : public source::PartitionOwner {
     };
     std::unordered_map<std::string, Latest> latest_;
     std::map<std::int32_t, std::int64_t> epochs_;
+    // Per owned partition: the offset the next batch starts from (-1: nothing stored yet).
+    std::map<std::int32_t, std::int64_t> expected_;
     WallAnchor wall_anchor_;
-    source::KafkaSource* source_ = nullptr;
+    source::Source* source_ = nullptr;
 
     // Shared with the committer.
     std::mutex mutex_;
@@ -505,8 +595,20 @@ class Ingest final : public source::PartitionOwner {
 
 }  // namespace
 
-void run_ingest(const config::Config& config, const std::atomic<bool>& stop) {
-    Ingest ingest(config, stop);
+IngestSeams production_seams(const config::Config& config) {
+    IngestSeams seams;
+    seams.source = [&config](source::PartitionOwner& owner) -> std::unique_ptr<source::Source> {
+        return std::make_unique<source::KafkaSource>(config.kafka, owner);
+    };
+    seams.sink = [&config](const std::string& name) -> std::unique_ptr<Sink> {
+        return std::make_unique<sink::postgis::PostgisSink>(config, name);
+    };
+    return seams;
+}
+
+void run_ingest(const config::Config& config, const std::atomic<bool>& stop,
+                const IngestSeams& seams) {
+    Ingest ingest(config, stop, seams);
     ingest.run();
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 #include <librdkafka/rdkafka.h>
@@ -48,6 +49,10 @@ constexpr std::string_view kLagRateHelp =
 // The rate of change is the slope between the newest and the oldest sample of this window.
 constexpr std::chrono::seconds kLagWindow{30};
 constexpr int kWatermarkQueryTimeoutMs = 200;
+constexpr int kLogStartQueryTimeoutMs = 2000;
+constexpr std::string_view kLostName = "trackd_kafka_messages_lost_total";
+constexpr std::string_view kLostHelp =
+    "Messages Kafka deleted (retention) after the stored offset before trackd read them";
 
 core::metrics::Labels partition_label(std::int32_t p) { return {{"partition", std::to_string(p)}}; }
 
@@ -69,10 +74,15 @@ KafkaSource::KafkaSource(const config::KafkaConfig& config, PartitionOwner& owne
     // backlog; more only adds to the resident memory above batch.inflight_bytes (docs/ingest.md).
     set(conf, "queued.max.messages.kbytes", "8192");
     set(conf, "statistics.interval.ms", "0");
+    // Incremental rebalancing: members keep the partitions that do not move, and only the
+    // moving ones pause (librdkafka's default, eager, stops every member for every change).
+    set(conf, "partition.assignment.strategy", "cooperative-sticky");
     for (const auto& [k, v] : config.properties) set(conf, k, v);
     set(conf, "bootstrap.servers", config.brokers);
     set(conf, "group.id", config.group);
     set(conf, "client.id", config.client_id);
+    // Static membership: a restart within session.timeout.ms moves no partition.
+    if (!config.instance_id.empty()) set(conf, "group.instance.id", config.instance_id);
     set(conf, "enable.auto.commit", "false");
     set(conf, "enable.auto.offset.store", "false");
     auto reset = config.properties.find("auto.offset.reset");
@@ -127,6 +137,15 @@ void KafkaSource::rebalance_cb(rd_kafka_s* /*rk*/, int err, void* partitions, vo
 }
 
 void KafkaSource::on_rebalance(int err, void* raw) {
+    // No exception may cross librdkafka's C frames: keep it for poll() to rethrow.
+    try {
+        handle_rebalance(err, raw);
+    } catch (...) {
+        if (!callback_error_) callback_error_ = std::current_exception();
+    }
+}
+
+void KafkaSource::handle_rebalance(int err, void* raw) {
     auto* list = static_cast<rd_kafka_topic_partition_list_t*>(raw);
     const bool cooperative = std::strcmp(rd_kafka_rebalance_protocol(rk_), "COOPERATIVE") == 0;
     const auto parts = partitions_of(list);
@@ -139,6 +158,7 @@ void KafkaSource::on_rebalance(int err, void* raw) {
                 stored ? *it->second
                        : (start_at_end_ ? RD_KAFKA_OFFSET_END : RD_KAFKA_OFFSET_BEGINNING);
             start_offsets_[list->elems[i].partition] = list->elems[i].offset;
+            if (stored) awaiting_first_[list->elems[i].partition] = *it->second;
         }
         core::log::info("partitions assigned", {{"partitions", join(parts)}});
         if (cooperative) {
@@ -157,6 +177,7 @@ void KafkaSource::on_rebalance(int err, void* raw) {
         release_message();
         owner_.on_revoked(parts);
         forget_lag(parts);
+        for (const auto p : parts) awaiting_first_.erase(p);
         core::log::info("partitions revoked", {{"partitions", join(parts)}});
         if (cooperative) {
             rd_kafka_error_t* e = rd_kafka_incremental_unassign(rk_, list);
@@ -174,6 +195,10 @@ std::optional<Message> KafkaSource::poll(std::chrono::milliseconds timeout) {
         refresh_lag();
     }
     rd_kafka_message_t* m = rd_kafka_consumer_poll(rk_, static_cast<int>(timeout.count()));
+    if (callback_error_) {
+        if (m != nullptr) rd_kafka_message_destroy(m);
+        std::rethrow_exception(std::exchange(callback_error_, nullptr));
+    }
     if (m == nullptr) return std::nullopt;
     if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
         if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
@@ -185,6 +210,7 @@ std::optional<Message> KafkaSource::poll(std::chrono::milliseconds timeout) {
         return std::nullopt;
     }
     current_ = m;
+    if (!awaiting_first_.empty()) check_start(m->partition, m->offset);
     Message out;
     out.partition = m->partition;
     out.offset = m->offset;
@@ -193,6 +219,52 @@ std::optional<Message> KafkaSource::poll(std::chrono::milliseconds timeout) {
     out.key = std::string_view(static_cast<const char*>(m->key), m->key_len);
     out.payload = std::string_view(static_cast<const char*>(m->payload), m->len);
     return out;
+}
+
+// The first message of a partition after its assignment starts later than the stored offset:
+// transaction markers and compaction leave such gaps legitimately, but when the log now starts
+// above the stored offset, Kafka deleted messages (retention) before trackd read them, and
+// auto.offset.reset moved the position on. That is data loss: said loudly and counted.
+void KafkaSource::check_start(std::int32_t partition, std::int64_t offset) {
+    const auto it = awaiting_first_.find(partition);
+    if (it == awaiting_first_.end()) return;
+    const std::int64_t stored = it->second;
+    awaiting_first_.erase(it);
+    if (offset < stored) {
+        core::log::warn(
+            "partition starts below the stored offset (topic recreated, or offsets "
+            "reset by hand?)",
+            {{"partition", std::to_string(partition)},
+             {"stored_offset", std::to_string(stored)},
+             {"first_offset", std::to_string(offset)}});
+        return;
+    }
+    if (offset == stored) return;
+    std::int64_t low = 0;
+    std::int64_t high = 0;
+    const auto rc = rd_kafka_query_watermark_offsets(rk_, config_.topic.c_str(), partition, &low,
+                                                     &high, kLogStartQueryTimeoutMs);
+    if (rc != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        core::log::warn("cannot tell a gap after the stored offset from data loss",
+                        {{"partition", std::to_string(partition)},
+                         {"stored_offset", std::to_string(stored)},
+                         {"first_offset", std::to_string(offset)},
+                         {"error", rd_kafka_err2str(rc)}});
+        return;
+    }
+    if (low <= stored) return;  // the log still holds the stored offset: a legitimate gap
+    const std::int64_t lost = offset - stored;
+    core::metrics::counter(kLostName, kLostHelp, partition_label(partition))
+        .inc(static_cast<std::uint64_t>(lost));
+    core::log::error(
+        "data loss: Kafka deleted messages before trackd read them (the log now starts above the "
+        "stored offset; see auto.offset.reset in docs/operations.md)",
+        {{"topic", config_.topic},
+         {"partition", std::to_string(partition)},
+         {"lost_from_offset", std::to_string(stored)},
+         {"lost_to_offset", std::to_string(offset - 1)},
+         {"messages", std::to_string(lost)},
+         {"log_start_offset", std::to_string(low)}});
 }
 
 void KafkaSource::pause() {

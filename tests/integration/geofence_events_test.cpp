@@ -409,7 +409,7 @@ FROM generate_series(0, 30) j;
 )SQL");
     }
     const std::map<std::string, std::string> env = {
-        {"TRACKD_KAFKA_PROPERTIES_GROUP_INSTANCE_ID", "geocrash-instance"}};
+        {"TRACKD_KAFKA_INSTANCE_ID", "geocrash-instance"}};
     auto cmd = h.fleet_command(kVehicles, kMessages, 4000);
     for (const char* a :
          {"--out-of-order-share", "0", "--duplicate-share", "0", "--interval-ms", "5000"}) {
@@ -458,7 +458,7 @@ FROM generate_series(0, 30) j;
         "ST_X(h.geom), ST_Y(h.geom), h.kafka_partition, h.kafka_offset, "
         "coalesce(string_agg(z.zone_name, ','), '') "
         "FROM trackd.vehicle_telemetry_history h LEFT JOIN trackd.geofence_zones z "
-        "ON ST_Covers(z.fence_geom, h.geom) GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 5, 6");
+        "ON ST_Covers(z.fence_geom, h.geom) GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 6, 5");
     std::map<std::string, std::vector<events::Step>> steps_of;
     for (int i = 0; i < p.rows(); ++i) {
         events::Step s{{std::stoll(p.at(i, 1)), std::stod(p.at(i, 2)), std::stod(p.at(i, 3)),
@@ -470,8 +470,9 @@ FROM generate_series(0, 30) j;
     }
     std::vector<std::string> expected;
     for (auto& [vehicle, all] : steps_of) {
-        std::vector<std::int64_t> times;
-        for (const auto& s : all) times.push_back(s.sample.time_us);
+        std::vector<events::OrderKey> times;
+        for (const auto& s : all)
+            times.push_back(events::OrderKey{s.sample.time_us, s.sample.offset});
         std::vector<events::Step> steps;
         for (const auto i : events::advancing(std::nullopt, times)) steps.push_back(all[i]);
         for (const auto& e : events::detect({}, steps, dwell_us).events) {

@@ -41,7 +41,7 @@ TEST(Ingest, SurvivesRepeatedSigkillWithoutLossOrDuplicates) {
     // membership lets a restarted instance take its partitions back at once instead of
     // waiting for the killed one's session to time out.
     const std::map<std::string, std::string> env = {
-        {"TRACKD_KAFKA_PROPERTIES_GROUP_INSTANCE_ID", "crash-test-instance"}};
+        {"TRACKD_KAFKA_INSTANCE_ID", "crash-test-instance"}};
     ChildProcess fleet(h.fleet_command(kVehicles, kMessages, 4000), {},
                        ::testing::TempDir() + "crash-fleet.log");
     std::mt19937 rng(12345);

@@ -17,13 +17,29 @@ struct KafkaConfig {
     std::string topic = "vehicle-positions";
     std::string group = "trackd";
     std::string client_id = "trackd";
+    // group.instance.id (Kafka static membership): a restart with the same id within the
+    // session timeout keeps its partitions and causes no rebalance. Empty: dynamic membership.
+    std::string instance_id;
     // Passed through unchanged to librdkafka (security.protocol, sasl.*, ssl.*, ...).
     std::map<std::string, std::string> properties;
 };
 
+// Every PostgreSQL connection trackd opens gets these session limits, so that no wait on a
+// dead or frozen peer is unbounded (docs/reliability.md).
 struct PgConfig {
     std::string dsn = "postgresql://postgres@127.0.0.1:55432/trackd";
     int connect_timeout_s = 10;
+    // lock_timeout: the longest any statement waits for a lock (0: no limit).
+    int lock_timeout_ms = 10000;
+    // idle_in_transaction_session_timeout: the server ends a session of trackd's that sits in
+    // an open transaction this long (a frozen instance), which frees its locks (0: no limit).
+    int idle_in_transaction_timeout_ms = 30000;
+    // TCP keepalives on both ends (libpq and the server's tcp_keepalives_*) and the server's
+    // tcp_user_timeout: a peer cut off the network is noticed within
+    // idle + interval * count seconds.
+    int keepalives_idle_s = 10;
+    int keepalives_interval_s = 5;
+    int keepalives_count = 3;
 };
 
 // A bearer token the HTTP API accepts. `write` implies `read`.
@@ -74,6 +90,10 @@ struct PostgisConfig {
     // Partitions older than this ("30 days", "12 hours", ...) are dropped by the archiver once
     // every row in them is in the Iceberg archive; empty keeps the history forever.
     std::string retention;
+    // lock_timeout of partition DDL (create/attach, retention's drop): it needs an ACCESS
+    // EXCLUSIVE lock, and while it waits every ingest COPY queues behind it. On timeout the DDL
+    // is tried again later; rows go to the DEFAULT partition meanwhile.
+    int ddl_lock_timeout_ms = 1000;
 };
 
 // The Iceberg archive (docs/archive.md): history rows -> Parquet -> Iceberg v2 table.

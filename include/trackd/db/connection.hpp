@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "trackd/config/config.hpp"
+
 struct pg_conn;
 struct pg_result;
 
@@ -65,6 +67,10 @@ class Connection {
     // `application_name` shows in pg_stat_activity, so operators see which part of trackd it is.
     Connection(const std::string& dsn, const std::string& application_name,
                int connect_timeout_s = 10);
+    // trackd's own connections: the DSN and connect timeout of `pg`, plus its session limits
+    // (lock_timeout, idle_in_transaction_session_timeout, TCP keepalives on both ends and the
+    // server's tcp_user_timeout), so that no wait on a dead or frozen peer is unbounded.
+    Connection(const config::PgConfig& pg, const std::string& application_name);
     ~Connection();
     Connection(const Connection&) = delete;
     Connection& operator=(const Connection&) = delete;
@@ -88,6 +94,8 @@ class Connection {
     [[nodiscard]] pg_conn* raw() const noexcept { return conn_; }
 
   private:
+    void connect(const std::vector<std::pair<std::string, std::string>>& params);
+
     pg_conn* conn_ = nullptr;
 };
 

@@ -72,11 +72,19 @@ struct Detection {
 Detection detect(const std::map<std::string, ZoneState>& previous, const std::vector<Step>& steps,
                  const std::map<std::string, std::int64_t>& dwell_us);
 
+// trackd's one total order of a vehicle's positions, wherever a "latest" is chosen (batch
+// dedupe, current state, validation, geofences): recorded_at, then the Kafka offset.
+struct OrderKey {
+    std::int64_t recorded_at_us = 0;
+    std::int64_t offset = 0;
+    auto operator<=>(const OrderKey&) const = default;
+};
+
 // Which positions take part in detection: read order in, indices out. A position counts when it
-// is later than `committed_us` (the vehicle's latest committed position, if any) and than every
-// position read before it; older or equal ones (late, replayed, duplicated) produce no events.
-// The result is in strictly increasing time, and the same however the positions are batched.
-std::vector<std::size_t> advancing(std::optional<std::int64_t> committed_us,
-                                   const std::vector<std::int64_t>& times_in_read_order);
+// is after `committed` (the vehicle's latest committed position, if any) and after every
+// position read before it, in OrderKey order; older ones (late, replayed) produce no events.
+// The result is in strictly increasing order, and the same however the positions are batched.
+std::vector<std::size_t> advancing(std::optional<OrderKey> committed,
+                                   const std::vector<OrderKey>& keys_in_read_order);
 
 }  // namespace trackd::events

@@ -12,65 +12,48 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <map>
 #include <optional>
 #include <string_view>
 #include <vector>
 
 #include "trackd/config/config.hpp"
+#include "trackd/source/source.hpp"
 
 struct rd_kafka_s;
 struct rd_kafka_message_s;
 
 namespace trackd::source {
 
-// A message as read; the views stay valid until the next poll().
-struct Message {
-    std::int32_t partition = 0;
-    std::int64_t offset = 0;
-    std::int64_t timestamp_ms = 0;  // the broker's or producer's timestamp, -1 if none
-    std::string_view key;
-    std::string_view payload;
-};
-
-class PartitionOwner {
-  public:
-    virtual ~PartitionOwner() = default;
-    // Called for newly assigned partitions; returns where each starts: the stored next offset,
-    // or nullopt for "nothing stored" (the start of the partition, or its end when
-    // kafka.properties auto.offset.reset is latest).
-    virtual std::map<std::int32_t, std::optional<std::int64_t>> on_assigned(
-        const std::vector<std::int32_t>& partitions) = 0;
-    // Called before partitions are taken away: drop what is pending for them.
-    virtual void on_revoked(const std::vector<std::int32_t>& partitions) = 0;
-};
-
-class KafkaSource {
+class KafkaSource final : public Source {
   public:
     KafkaSource(const config::KafkaConfig& config, PartitionOwner& owner);
-    ~KafkaSource();
+    ~KafkaSource() override;
     KafkaSource(const KafkaSource&) = delete;
     KafkaSource& operator=(const KafkaSource&) = delete;
 
     // The next message, or nullopt after `timeout` (rebalance callbacks run inside).
-    std::optional<Message> poll(std::chrono::milliseconds timeout);
+    std::optional<Message> poll(std::chrono::milliseconds timeout) override;
 
     // Backpressure: stop and restart fetching on every assigned partition.
-    void pause();
-    void resume();
-    [[nodiscard]] bool paused() const { return paused_; }
+    void pause() override;
+    void resume() override;
+    [[nodiscard]] bool paused() const override { return paused_; }
 
     // Commits offsets to Kafka, after the database commit, for lag monitoring only.
-    void commit_async(const std::map<std::int32_t, std::int64_t>& next_offsets);
+    void commit_async(const std::map<std::int32_t, std::int64_t>& next_offsets) override;
 
     // Leaves the group (revoking partitions through the owner) and stops.
-    void close();
+    void close() override;
 
     [[nodiscard]] std::vector<std::int32_t> assignment() const;
 
   private:
     static void rebalance_cb(rd_kafka_s* rk, int err, void* partitions, void* opaque);
     void on_rebalance(int err, void* partitions);
+    void handle_rebalance(int err, void* partitions);
+    void check_start(std::int32_t partition, std::int64_t offset);
     void release_message();
     void refresh_lag();
     void forget_lag(const std::vector<std::int32_t>& partitions);
@@ -89,6 +72,10 @@ class KafkaSource {
     };
     std::map<std::int32_t, std::deque<LagSample>> lag_samples_;
     std::map<std::int32_t, std::int64_t> start_offsets_;  // as assigned (may be logical)
+    // Partitions assigned at a stored offset whose first message has not come yet.
+    std::map<std::int32_t, std::int64_t> awaiting_first_;
+    // An exception of the owner's rebalance callbacks, rethrown by poll().
+    std::exception_ptr callback_error_;
     std::chrono::steady_clock::time_point next_lag_refresh_{};
 };
 

@@ -74,23 +74,27 @@ GeofenceWork detect_geofence_events(db::Connection& conn, const batch::Batch& b)
     for (const auto& [id, rows] : rows_of) vehicles.add_text(id);
     const std::string vehicles_text = vehicles.text();
 
-    // Latest committed time per vehicle, before this batch's upsert.
-    std::unordered_map<std::string, std::int64_t> committed;
+    // Latest committed position per vehicle (time, offset), before this batch's upsert.
+    std::unordered_map<std::string, events::OrderKey> committed;
     {
         auto r = conn.query(
-            "SELECT vehicle_id, (extract(epoch FROM last_updated) * 1000000)::bigint "
-            "FROM trackd.vehicle_current_state WHERE vehicle_id = ANY($1::text[])",
+            "SELECT vehicle_id, (extract(epoch FROM last_updated) * 1000000)::bigint, "
+            "kafka_offset FROM trackd.vehicle_current_state WHERE vehicle_id = ANY($1::text[])",
             {vehicles_text});
-        for (int i = 0; i < r.rows(); ++i) committed[r.at(i, 0)] = to_i64(r.at(i, 1));
+        for (int i = 0; i < r.rows(); ++i) {
+            committed[r.at(i, 0)] = events::OrderKey{to_i64(r.at(i, 1)), to_i64(r.at(i, 2))};
+        }
     }
 
     // The positions that take part, per vehicle, and one list of them all for PostGIS.
     std::map<std::string, std::vector<std::size_t>> advancing_of;
     std::vector<std::size_t> points;  // row indices, in the order sent
     for (const auto& [id, rows] : rows_of) {
-        std::vector<std::int64_t> times;
+        std::vector<events::OrderKey> times;
         times.reserve(rows.size());
-        for (const auto i : rows) times.push_back(b.rows[i].position.recorded_at_us);
+        for (const auto i : rows) {
+            times.push_back(events::OrderKey{b.rows[i].position.recorded_at_us, b.rows[i].offset});
+        }
         const auto it = committed.find(id);
         auto& adv = advancing_of[id];
         for (const auto k : events::advancing(

@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include "trackd/core/log.hpp"
+#include "trackd/core/metrics.hpp"
+#include "trackd/core/pause_point.hpp"
 #include "trackd/db/connection.hpp"
 #include "trackd/events/counters.hpp"
 
@@ -16,6 +18,23 @@ namespace trackd::sink::postgis {
 namespace {
 
 constexpr std::int64_t kHourUs = 3600LL * 1000000LL;
+// How long partition DDL that timed out on a lock waits before its next try.
+constexpr std::chrono::seconds kDdlRetry{30};
+
+core::metrics::Counter& partitions_deferred() {
+    static auto& c = core::metrics::counter(
+        "trackd_partition_ddl_deferred_total",
+        "History partition creations put off because a lock was held past "
+        "postgis.ddl_lock_timeout_ms (rows went to the DEFAULT partition meanwhile)");
+    return c;
+}
+
+core::metrics::Counter& dead_letters_replayed() {
+    static auto& c = core::metrics::counter(
+        "trackd_dead_letters_replayed_total",
+        "Refused messages read again whose dead letter was already stored (no second row)");
+    return c;
+}
 
 std::int64_t interval_us(const std::string& interval) {
     if (interval == "hour") return kHourUs;
@@ -100,6 +119,51 @@ void rollback_quietly(db::Connection& conn) {
     }
 }
 
+// The offsets update matched fewer partitions than the batch covers: find out why, from the
+// rows as they are now (the update waited for any claim in flight, so that is visible).
+// Every partition at the batch's end offset with our epoch: the batch is in already (a lost
+// COMMIT reply). Another epoch: fenced. Anything else: the offsets moved underneath us.
+void classify_unmatched(db::Connection& conn, const db::Result& updated,
+                        const std::vector<std::int64_t>& parts,
+                        const std::vector<std::int64_t>& nexts,
+                        const std::vector<std::int64_t>& epochs, const std::string& group,
+                        const std::string& topic, CommitResult& result) {
+    std::set<std::int64_t> matched;
+    for (int i = 0; i < updated.rows(); ++i) matched.insert(std::stoll(updated.at(i, 0)));
+    auto r = conn.query(
+        "SELECT kafka_partition, owner_epoch, next_offset FROM trackd.kafka_offsets "
+        "WHERE consumer_group = $1 AND topic = $2 AND kafka_partition = ANY($3::int[])",
+        {group, topic, pg_int_array(parts)});
+    std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> stored;  // epoch, next
+    for (int i = 0; i < r.rows(); ++i) {
+        stored[std::stoll(r.at(i, 0))] = {std::stoll(r.at(i, 1)), std::stoll(r.at(i, 2))};
+    }
+    std::size_t in_already = 0;
+    std::string conflicts;
+    for (std::size_t k = 0; k < parts.size(); ++k) {
+        const auto it = stored.find(parts[k]);
+        if (it == stored.end() || it->second.first != epochs[k]) {
+            result.fenced.insert(static_cast<std::int32_t>(parts[k]));
+        } else if (it->second.second == nexts[k] && matched.count(parts[k]) == 0) {
+            ++in_already;
+        } else if (matched.count(parts[k]) == 0) {
+            conflicts +=
+                fmt::format("{}partition {} stored {} (batch ends at {})",
+                            conflicts.empty() ? "" : ", ", parts[k], it->second.second, nexts[k]);
+        }
+    }
+    if (!result.fenced.empty()) return;  // the caller drops them and commits the rest
+    if (conflicts.empty() && in_already == parts.size()) {
+        result.already_committed = true;
+        return;
+    }
+    throw OffsetConflict(fmt::format(
+        "trackd.kafka_offsets of topic '{}', group '{}' changed outside trackd's protocol "
+        "while this instance owned the partitions ({}); stopping so that nothing is stored "
+        "twice. A restart resumes from the stored offsets.",
+        topic, group, conflicts.empty() ? std::string("part of a batch is stored") : conflicts));
+}
+
 }  // namespace
 
 PostgisSink::PostgisSink(const config::Config& config, std::string application_name)
@@ -111,8 +175,7 @@ PostgisSink::~PostgisSink() = default;
 
 void PostgisSink::reconnect() {
     conn_.reset();
-    auto conn = std::make_unique<db::Connection>(config_.pg.dsn, application_name_,
-                                                 config_.pg.connect_timeout_s);
+    auto conn = std::make_unique<db::Connection>(config_.pg, application_name_);
     prepare_session(*conn);
     conn_ = std::move(conn);  // only a fully prepared session is kept
 }
@@ -122,7 +185,12 @@ void PostgisSink::prepare_session(db::Connection& conn) {
     // here, then one INSERT ... ON CONFLICT. Temporary, so it costs no WAL.
     conn.exec_script(
         "CREATE TEMP TABLE IF NOT EXISTS current_stage "
-        "(LIKE trackd.vehicle_current_state INCLUDING DEFAULTS) ON COMMIT DELETE ROWS;");
+        "(LIKE trackd.vehicle_current_state INCLUDING DEFAULTS) ON COMMIT DELETE ROWS;"
+        // Dead letters go through a staging table too: INSERT ... ON CONFLICT DO NOTHING makes
+        // a replayed refused message a no-op (COPY cannot skip a conflicting row).
+        "CREATE TEMP TABLE IF NOT EXISTS dead_letter_stage (topic text, kafka_partition int, "
+        "kafka_offset bigint, reason_code text, detail text, raw_payload bytea, "
+        "ingest_batch_id bigint) ON COMMIT DELETE ROWS;");
     prepare_geofence_session(conn);
 }
 
@@ -137,6 +205,7 @@ std::map<std::int32_t, Claim> PostgisSink::claim(const std::vector<std::int32_t>
     std::map<std::int32_t, Claim> out;
     if (partitions.empty()) return out;
     std::vector<std::int64_t> ids(partitions.begin(), partitions.end());
+    check_group();
     // -1 marks "no offset stored yet". The epoch bump takes the row lock, so it waits for a
     // previous owner's in-flight batch to commit or roll back, and fences it from then on.
     auto r = connection().query(
@@ -157,6 +226,47 @@ std::map<std::int32_t, Claim> PostgisSink::claim(const std::vector<std::int32_t>
     return out;
 }
 
+int PostgisSink::end_stuck_writers() {
+    const auto limit_ms = config_.pg.idle_in_transaction_timeout_ms;
+    if (limit_ms == 0) return 0;
+    // An ingest session waiting for its client in the middle of a statement (ClientRead while
+    // active: a COPY whose sender froze or lost the network) holds its locks until TCP gives
+    // up, which a frozen process never lets happen. A live trackd never leaves the server
+    // waiting mid-statement for more than milliseconds.
+    auto r = connection().query(
+        "SELECT pid, application_name, pg_terminate_backend(pid) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+        "AND application_name LIKE 'trackd ingest%' AND state = 'active' "
+        "AND wait_event = 'ClientRead' "
+        "AND state_change < now() - make_interval(secs => $1::float8 / 1000)",
+        {std::to_string(limit_ms)});
+    for (int i = 0; i < r.rows(); ++i) {
+        core::log::warn(
+            "ended a stuck ingest session that held locks (its client stopped "
+            "mid-statement)",
+            {{"pid", r.at(i, 0)}, {"application_name", r.at(i, 1)}, {"terminated", r.at(i, 2)}});
+    }
+    return r.rows();
+}
+
+void PostgisSink::check_group() {
+    auto r = connection().query(
+        "SELECT consumer_group, count(*) FROM trackd.kafka_offsets WHERE topic = $2 "
+        "AND consumer_group <> $1 GROUP BY consumer_group ORDER BY consumer_group LIMIT 1",
+        {config_.kafka.group, config_.kafka.topic});
+    if (r.rows() == 0) return;
+    const auto other = r.at(0, 0);
+    throw GroupConflict(fmt::format(
+        "kafka.group: this database already holds the offsets of topic '{}' for consumer group "
+        "'{}' ({} partitions); group '{}' would read the topic from its start and store every "
+        "message again. Set kafka.group = \"{}\" (TRACKD_KAFKA_GROUP) to go on where it "
+        "stopped, or, if the group was renamed on purpose, move its offsets first with "
+        "UPDATE trackd.kafka_offsets SET consumer_group = '{}' WHERE consumer_group = '{}' "
+        "AND topic = '{}';",
+        config_.kafka.topic, other, r.at(0, 1), config_.kafka.group, other, config_.kafka.group,
+        other, config_.kafka.topic));
+}
+
 void PostgisSink::ensure_partitions(const batch::Batch& b) {
     if (b.rows.empty()) return;
     const auto [lo, hi] = std::minmax_element(
@@ -173,10 +283,33 @@ void PostgisSink::ensure_partitions(const batch::Batch& b) {
         all_known = partitions_known_.count(h) != 0;
     }
     if (all_known) return;
-    auto r = connection().query(
-        "SELECT trackd.create_history_partitions(to_timestamp($1::float8 / 1e6), "
-        "to_timestamp($2::float8 / 1e6) + interval '1 microsecond', $3)",
-        {std::to_string(from), std::to_string(to), config_.postgis.partition_interval});
+    const auto now = std::chrono::steady_clock::now();
+    if (now < ddl_retry_at_) return;  // rows go to the DEFAULT partition meanwhile
+    // Creating or attaching a partition takes an ACCESS EXCLUSIVE lock on the history table;
+    // while it waits, every COPY queues behind it. So it waits briefly and gives way to a long
+    // reader (a QGIS session idle in a transaction), to be tried again later.
+    auto& conn = connection();
+    std::optional<db::Result> created;
+    try {
+        conn.exec_script(
+            fmt::format("BEGIN; SET LOCAL lock_timeout = {}", config_.postgis.ddl_lock_timeout_ms));
+        created = conn.query(
+            "SELECT trackd.create_history_partitions(to_timestamp($1::float8 / 1e6), "
+            "to_timestamp($2::float8 / 1e6) + interval '1 microsecond', $3)",
+            {std::to_string(from), std::to_string(to), config_.postgis.partition_interval});
+        conn.exec_script("COMMIT");
+    } catch (const db::DbError& e) {
+        rollback_quietly(conn);
+        if (e.sqlstate() != "55P03") throw;
+        ddl_retry_at_ = now + kDdlRetry;
+        partitions_deferred().inc();
+        core::log::warn(
+            "history partitions not created: a lock is held on the history table; "
+            "rows go to the DEFAULT partition until a later try",
+            {{"retry_in_s", std::to_string(kDdlRetry.count())}, {"error", e.what()}});
+        return;
+    }
+    const auto& r = *created;
     if (r.at(0, 0) != "0") {
         core::log::info("created history partitions",
                         {{"count", r.at(0, 0)}, {"interval", config_.postgis.partition_interval}});
@@ -185,22 +318,24 @@ void PostgisSink::ensure_partitions(const batch::Batch& b) {
 }
 
 CommitResult PostgisSink::commit(const batch::Batch& b,
-                                 const std::map<std::int32_t, std::int64_t>& epochs) {
+                                 const std::map<std::int32_t, Fence>& fences) {
     CommitResult result;
     ensure_partitions(b);
 
     std::vector<std::int64_t> parts;
+    std::vector<std::int64_t> expected;
     std::vector<std::int64_t> nexts;
     std::vector<std::int64_t> eps;
     for (const auto& [partition, next] : b.next_offsets) {
-        auto it = epochs.find(partition);
-        if (it == epochs.end()) {  // not ours any more
+        auto it = fences.find(partition);
+        if (it == fences.end()) {  // not ours any more
             result.fenced.insert(partition);
             continue;
         }
         parts.push_back(partition);
+        expected.push_back(it->second.expected_offset);
         nexts.push_back(next);
-        eps.push_back(it->second);
+        eps.push_back(it->second.epoch);
     }
     if (!result.fenced.empty()) return result;
 
@@ -211,25 +346,28 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
             std::stoll(conn.query("SELECT nextval('trackd.ingest_batch_id_seq')").at(0, 0));
 
         // Offsets first: it is the fence, it is cheap, and its row locks order this batch
-        // against a concurrent claim() by another instance.
+        // against a concurrent claim() by another instance. It moves each partition from where
+        // this batch starts to where it ends, and only that: a second run of the same batch
+        // (its first COMMIT's reply was lost) matches no row.
         auto updated = conn.query(
             "UPDATE trackd.kafka_offsets AS o SET next_offset = u.next, updated_at = now() "
-            "FROM unnest($3::int[], $4::bigint[], $5::bigint[]) AS u(p, next, epoch) "
+            "FROM unnest($3::int[], $4::bigint[], $5::bigint[], $6::bigint[]) "
+            "AS u(p, expected, next, epoch) "
             "WHERE o.consumer_group = $1 AND o.topic = $2 AND o.kafka_partition = u.p "
-            "AND o.owner_epoch = u.epoch RETURNING o.kafka_partition",
-            {config_.kafka.group, config_.kafka.topic, pg_int_array(parts), pg_int_array(nexts),
-             pg_int_array(eps)});
+            "AND o.owner_epoch = u.epoch AND o.next_offset = u.expected "
+            "RETURNING o.kafka_partition",
+            {config_.kafka.group, config_.kafka.topic, pg_int_array(parts), pg_int_array(expected),
+             pg_int_array(nexts), pg_int_array(eps)});
         if (updated.rows() != static_cast<int>(parts.size())) {
-            std::set<std::int32_t> ok;
-            for (int i = 0; i < updated.rows(); ++i) ok.insert(std::stoi(updated.at(i, 0)));
-            for (const auto p : parts) {
-                if (ok.count(static_cast<std::int32_t>(p)) == 0) {
-                    result.fenced.insert(static_cast<std::int32_t>(p));
-                }
-            }
+            classify_unmatched(conn, updated, parts, nexts, eps, config_.kafka.group,
+                               config_.kafka.topic, result);
             rollback_quietly(conn);
             return result;
         }
+        // The fault suite freezes an instance here, inside an open batch transaction that
+        // holds its partitions' offsets rows (docs/reliability.md).
+        static core::PausePoint pause("TRACKD_TEST_INGEST_PAUSE_AT", "ingest");
+        pause.at("after-offsets");
 
         // Before the current-state upsert: detection starts from each vehicle's latest
         // committed position.
@@ -250,6 +388,10 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
                 "COPY trackd.vehicle_telemetry_history (vehicle_id, recorded_at, geom, "
                 "speed_kmh, heading_deg, accuracy_m, attributes, ingest_batch_id, "
                 "kafka_partition, kafka_offset) FROM STDIN (FORMAT binary)");
+            // The fault suite freezes an instance here, in the middle of a COPY: the server
+            // waits for its data (docs/reliability.md).
+            static core::PausePoint in_copy("TRACKD_TEST_INGEST_PAUSE_AT", "ingest");
+            in_copy.at("in-copy");
             conn.copy_send(enc.data());
             conn.copy_end();
 
@@ -280,7 +422,10 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
                 "attributes = EXCLUDED.attributes, ingest_batch_id = EXCLUDED.ingest_batch_id, "
                 "kafka_partition = EXCLUDED.kafka_partition, "
                 "kafka_offset = EXCLUDED.kafka_offset "
-                "WHERE EXCLUDED.last_updated > s.last_updated");
+                // trackd's total order: (recorded_at, offset); an equal time from a later
+                // message wins, as it does inside a batch (batch::latest_per_vehicle).
+                "WHERE (EXCLUDED.last_updated, EXCLUDED.kafka_offset) > "
+                "(s.last_updated, s.kafka_offset)");
         }
 
         if (!b.dead_letters.empty()) {
@@ -297,16 +442,34 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
             }
             enc.end();
             conn.copy_start(
-                "COPY trackd.dead_letters (topic, kafka_partition, kafka_offset, reason_code, "
+                "COPY dead_letter_stage (topic, kafka_partition, kafka_offset, reason_code, "
                 "detail, raw_payload, ingest_batch_id) FROM STDIN (FORMAT binary)");
             conn.copy_send(enc.data());
             conn.copy_end();
+            // A message refused before (offsets rewound, a topic read again) keeps its first
+            // dead letter; the replay is a no-op, never an error.
+            const auto inserted =
+                conn.query(
+                        "INSERT INTO trackd.dead_letters (topic, kafka_partition, kafka_offset, "
+                        "reason_code, detail, raw_payload, ingest_batch_id) "
+                        "SELECT topic, kafka_partition, kafka_offset, reason_code, detail, "
+                        "raw_payload, ingest_batch_id FROM dead_letter_stage "
+                        "ON CONFLICT (topic, kafka_partition, kafka_offset) DO NOTHING")
+                    .affected();
+            const auto replayed = static_cast<long>(b.dead_letters.size()) - inserted;
+            if (replayed > 0) {
+                dead_letters_replayed().inc(static_cast<std::uint64_t>(replayed));
+                core::log::warn(
+                    "refused messages read again: their dead letters were stored "
+                    "before",
+                    {{"messages", std::to_string(replayed)}});
+            }
         }
         // Last before COMMIT: it takes the event ids, whose lock is held until COMMIT.
         const std::size_t events = write_geofence_events(conn, geofence, result.ingest_batch_id);
         conn.exec_script("COMMIT");
         events::events_emitted().inc(events);
-    } catch (const db::DbError&) {
+    } catch (...) {  // a DbError, or OffsetConflict from the offsets update
         rollback_quietly(conn);
         throw;
     }

@@ -92,6 +92,31 @@ TEST(Config, ErrorsNameTheKey) {
     EXPECT_NE(error_of("[kafka\n").find("test.toml:1:"), std::string::npos);
 }
 
+TEST(Config, SessionLimitsAndStaticMembership) {
+    const auto c = trackd::config::load_from_string(
+        "[kafka]\ninstance_id = \"host-a\"\n[pg]\nlock_timeout_ms = 2500\n"
+        "idle_in_transaction_timeout_ms = 0\nkeepalives_idle_s = 4\n"
+        "[postgis]\nddl_lock_timeout_ms = 200\n",
+        "test.toml", {});
+    EXPECT_EQ(c.kafka.instance_id, "host-a");
+    EXPECT_EQ(c.pg.lock_timeout_ms, 2500);
+    EXPECT_EQ(c.pg.idle_in_transaction_timeout_ms, 0);
+    EXPECT_EQ(c.pg.keepalives_idle_s, 4);
+    EXPECT_EQ(c.pg.keepalives_interval_s, 5);
+    EXPECT_EQ(c.postgis.ddl_lock_timeout_ms, 200);
+    EXPECT_EQ(error_of("[pg]\nlock_timeout_ms = -1\n"),
+              "pg.lock_timeout_ms: must be between 0 (no limit) and 3600000");
+    EXPECT_EQ(error_of("[pg]\nidle_in_transaction_timeout_ms = 10\n"),
+              "pg.idle_in_transaction_timeout_ms: must be 0 (no limit) or between 1000 and "
+              "3600000");
+    EXPECT_EQ(error_of("[postgis]\nddl_lock_timeout_ms = 0\n"),
+              "postgis.ddl_lock_timeout_ms: must be between 10 and 600000");
+    EXPECT_NE(error_of("[kafka.properties]\n\"group.instance.id\" = \"x\"\n")
+                  .find("kafka.properties.group.instance.id: set it with kafka.group / "
+                        "kafka.brokers / kafka.instance_id instead"),
+              std::string::npos);
+}
+
 TEST(Config, EnvironmentErrorsNameTheVariable) {
     EXPECT_EQ(error_of("", {{"TRACKD_KAFKA_TOPIC", ""}}), "kafka.topic: must not be empty");
     EXPECT_EQ(error_of("", {{"TRACKD_KAFKA_TOPC", "x"}}),

@@ -90,21 +90,34 @@ TEST(GeofenceDetector, NoStepsKeepsTheState) {
     EXPECT_EQ(d.states, prev);
 }
 
-TEST(GeofenceDetector, AdvancingSkipsOlderAndEqualPositions) {
-    EXPECT_EQ(advancing(std::nullopt, {10, 20, 15, 20, 30}), (std::vector<std::size_t>{0, 1, 4}));
-    EXPECT_EQ(advancing(25, {10, 20, 30, 26}), (std::vector<std::size_t>{2}));
-    EXPECT_TRUE(advancing(40, {10, 40}).empty());
+// Keys in Kafka order: offsets 100, 101, ... (one partition, as messages are keyed by vehicle).
+std::vector<OrderKey> in_kafka_order(const std::vector<std::int64_t>& times,
+                                     std::int64_t first_offset = 100) {
+    std::vector<OrderKey> out;
+    for (const auto t : times) out.push_back(OrderKey{t, first_offset++});
+    return out;
+}
+
+TEST(GeofenceDetector, AdvancingSkipsOlderPositionsAndTakesEqualTimesInKafkaOrder) {
+    EXPECT_EQ(advancing(std::nullopt, in_kafka_order({10, 20, 15, 20, 30})),
+              (std::vector<std::size_t>{0, 1, 3, 4}));
+    EXPECT_EQ(advancing(OrderKey{25, 99}, in_kafka_order({10, 20, 30, 26})),
+              (std::vector<std::size_t>{2}));
+    EXPECT_EQ(advancing(OrderKey{40, 99}, in_kafka_order({10, 40, 39})),
+              (std::vector<std::size_t>{1}));
+    // A replay of the committed position itself (same time, same offset) takes no part.
+    EXPECT_TRUE(advancing(OrderKey{40, 100}, in_kafka_order({40, 10})).empty());
 }
 
 TEST(GeofenceDetector, AdvancingIsTheSameHoweverBatched) {
-    const std::vector<std::int64_t> times = {5, 3, 8, 8, 7, 9, 12, 1, 13};
-    const auto whole = advancing(std::nullopt, times);
-    for (std::size_t cut = 0; cut <= times.size(); ++cut) {
-        const std::vector<std::int64_t> a(times.begin(), times.begin() + cut);
-        const std::vector<std::int64_t> b(times.begin() + cut, times.end());
+    const auto keys = in_kafka_order({5, 3, 8, 8, 7, 9, 12, 1, 13, 13});
+    const auto whole = advancing(std::nullopt, keys);
+    for (std::size_t cut = 0; cut <= keys.size(); ++cut) {
+        const std::vector<OrderKey> a(keys.begin(), keys.begin() + static_cast<long>(cut));
+        const std::vector<OrderKey> b(keys.begin() + static_cast<long>(cut), keys.end());
         std::vector<std::size_t> joined = advancing(std::nullopt, a);
-        std::optional<std::int64_t> latest;
-        for (const auto t : a) latest = latest ? std::max(*latest, t) : t;
+        std::optional<OrderKey> latest;
+        for (const auto& k : a) latest = latest ? std::max(*latest, k) : k;
         for (const auto i : advancing(latest, b)) joined.push_back(i + cut);
         EXPECT_EQ(joined, whole) << "cut at " << cut;
     }

@@ -1,0 +1,102 @@
+// The ingest path's view of the database it commits to: partition claims, batch commits and
+// the latest positions it validates against. sink::postgis::PostgisSink is the one
+// implementation; the pipeline's unit tests use a recording fake (tests/support/).
+//
+// Contract of an implementation: commit() writes, in ONE transaction, the batch's history rows,
+// the current-state upsert (latest row per vehicle by (recorded_at, offset), applied only where
+// newer), the dead letters (a replayed one is a no-op) and the per-partition next offsets. The
+// offsets update is the fence and comes first: it applies only where the owner epoch is the
+// Fence's AND the stored next offset is the one the batch starts from. So a batch is never
+// stored twice: re-running a batch whose COMMIT reply was lost finds its own offsets already
+// stored, writes nothing and says so (already_committed). If a partition's epoch moved
+// (another instance claimed it) nothing is written and the fenced partitions are returned, so
+// the caller can drop them and commit the rest. A stored offset that is neither where the
+// batch starts nor where it ends (changed underneath trackd) throws OffsetConflict.
+// Database errors propagate as db::DbError (connection_lost() says whether reconnect() helps;
+// retryable() whether trying again may). An instance is owned by one thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "trackd/batch/batch.hpp"
+
+namespace trackd::sink {
+
+struct Claim {
+    std::int64_t epoch = 0;
+    std::optional<std::int64_t> next_offset;  // nullopt: nothing stored yet for the partition
+};
+
+struct LatestPosition {
+    std::int64_t recorded_at_us = 0;
+    double longitude = 0;
+    double latitude = 0;
+    std::int32_t partition = 0;  // the Kafka partition it was read from
+};
+
+// What a batch's commit of one partition requires of the stored offsets row.
+struct Fence {
+    std::int64_t epoch = 0;
+    // The next offset stored before this batch: where the batch starts (-1: nothing stored).
+    std::int64_t expected_offset = -1;
+};
+
+struct CommitResult {
+    std::set<std::int32_t> fenced;   // non-empty: nothing was committed
+    bool already_committed = false;  // the batch was in before this call (a lost reply)
+    std::int64_t ingest_batch_id = 0;
+};
+
+// The stored offsets moved in a way no trackd instance of this group does (rewound or
+// advanced by hand, or a second writer outside the protocol): going on could store rows twice.
+class OffsetConflict : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
+
+// Another consumer group already stores offsets of the topic in this database: a second group
+// would store every message again.
+class GroupConflict : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
+
+class Sink {
+  public:
+    virtual ~Sink() = default;
+
+    // Takes ownership of partitions: bumps each one's owner epoch and returns it with the
+    // stored next offset. Concurrent commits by a previous owner are fenced from then on.
+    // Waits at most pg.lock_timeout_ms for a previous owner's open batch (DbError 55P03, to be
+    // retried). Throws GroupConflict when another group owns the topic here.
+    virtual std::map<std::int32_t, Claim> claim(const std::vector<std::int32_t>& partitions) = 0;
+
+    // Ends the sessions of writers stuck in the middle of a statement (a writer frozen or cut
+    // off inside a COPY) whose locks would otherwise be held until TCP gives up. Called when a
+    // claim times out on a lock. Returns how many it ended.
+    virtual int end_stuck_writers() = 0;
+
+    // Throws GroupConflict, naming the other group and the fix, when the database holds
+    // offsets of this topic for a consumer group other than kafka.group.
+    virtual void check_group() = 0;
+
+    virtual CommitResult commit(const batch::Batch& batch,
+                                const std::map<std::int32_t, Fence>& fences) = 0;
+
+    // The latest committed position of every vehicle whose latest position came from one of
+    // `partitions` (messages are keyed by vehicle, so that is the vehicle's partition).
+    virtual std::unordered_map<std::string, LatestPosition> load_latest_positions(
+        const std::vector<std::int32_t>& partitions) = 0;
+
+    // Drops the connection and connects again (after connection_lost()).
+    virtual void reconnect() = 0;
+};
+
+}  // namespace trackd::sink

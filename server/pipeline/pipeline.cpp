@@ -1,0 +1,65 @@
+#include "trackd/pipeline/pipeline.hpp"
+
+#include <exception>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "trackd/archive/archiver.hpp"
+#include "trackd/core/log.hpp"
+#include "trackd/core/version.hpp"
+#include "trackd/db/connection.hpp"
+#include "trackd/db/migrations.hpp"
+#include "trackd/http/server.hpp"
+#include "trackd/pipeline/ingest.hpp"
+
+namespace trackd::pipeline {
+
+void run(const config::Config& config, std::atomic<bool>& stop) {
+    {
+        db::Connection conn(config.pg, "trackd run");
+        db::check_schema(conn);
+    }
+    core::log::info("trackd starting", {{"version", std::string(core::version())},
+                                        {"topic", config.kafka.topic},
+                                        {"group", config.kafka.group}});
+    std::optional<http::Server> http;
+    if (config.http.enabled || !config.metrics.listen.empty()) {
+        if (config.http.enabled && config.http.tokens.empty()) {
+            core::log::warn(
+                "http: no [http.tokens] configured; only /healthz, /readyz "
+                "and the landing pages answer without 401");
+        }
+        http.emplace(config);
+        http->start();
+    }
+    // The archiver has its own thread, connections and stop flag, so that it stops after
+    // ingest (the stop order in pipeline.hpp), not with it.
+    std::atomic<bool> stop_archive{false};
+    std::thread archive;
+    if (config.archive.enabled) {
+        archive = std::thread([&config, &stop_archive] {
+            try {
+                archive::Archiver(config).run(stop_archive);
+            } catch (const std::exception& e) {
+                // run() retries everything it can; this is a bug or a broken setup: say so and
+                // leave ingest running (the archive catches up from the table on restart).
+                core::log::error("archiver stopped", {{"error", e.what()}});
+            }
+        });
+    }
+    std::exception_ptr failure;
+    try {
+        run_ingest(config, stop, production_seams(config));  // 1. ingest
+    } catch (...) {
+        failure = std::current_exception();
+        stop = true;
+    }
+    stop_archive = true;  // 2. the archiver
+    if (archive.joinable()) archive.join();
+    http.reset();  // 3. the HTTP server
+    if (failure) std::rethrow_exception(failure);
+    core::log::info("trackd stopped");
+}
+
+}  // namespace trackd::pipeline

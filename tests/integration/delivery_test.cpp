@@ -1,0 +1,316 @@
+// The edges of the delivery promise (docs/reliability.md) against the real broker and PostGIS:
+// a second consumer group on the same topic and database, equal timestamps batched in
+// different ways, and messages Kafka deleted before trackd read them.
+#include <cstdio>
+
+#include <gtest/gtest.h>
+#include <librdkafka/rdkafka.h>
+
+#include "support/ingest_harness.hpp"
+
+namespace trackd::test {
+namespace {
+
+std::int64_t now_s() {
+    return std::chrono::duration_cast<std::chrono::seconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+// A keyed JSON position (all to partition 0 of a one-partition topic).
+struct Msg {
+    std::string vehicle;
+    std::int64_t time_ms = 0;
+    double lon = 0;
+    double lat = 0;
+};
+
+void produce(const std::string& topic, const std::vector<Msg>& msgs) {
+    char err[512];
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "bootstrap.servers", kafka_brokers().c_str(), err, sizeof err);
+    rd_kafka_t* producer = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+    ASSERT_NE(producer, nullptr) << err;
+    rd_kafka_topic_t* t = rd_kafka_topic_new(producer, topic.c_str(), nullptr);
+    for (const auto& m : msgs) {
+        char payload[256];
+        const int n = std::snprintf(
+            payload, sizeof payload,
+            R"({"vehicle_id":"%s","timestamp":%lld,"latitude":%.7f,"longitude":%.7f})",
+            m.vehicle.c_str(), static_cast<long long>(m.time_ms), m.lat, m.lon);
+        ASSERT_EQ(rd_kafka_produce(t, 0, RD_KAFKA_MSG_F_COPY, payload, static_cast<size_t>(n),
+                                   m.vehicle.data(), m.vehicle.size(), nullptr),
+                  0);
+    }
+    ASSERT_EQ(rd_kafka_flush(producer, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_topic_destroy(t);
+    rd_kafka_destroy(producer);
+}
+
+// Kafka's DeleteRecords, as retention does it: the log of `partition` starts at `before` after.
+void delete_records_before(const std::string& topic, std::int32_t partition, std::int64_t before) {
+    char err[512];
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "bootstrap.servers", kafka_brokers().c_str(), err, sizeof err);
+    rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+    ASSERT_NE(rk, nullptr) << err;
+    rd_kafka_topic_partition_list_t* offsets = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(offsets, topic.c_str(), partition)->offset = before;
+    rd_kafka_DeleteRecords_t* del = rd_kafka_DeleteRecords_new(offsets);
+    rd_kafka_topic_partition_list_destroy(offsets);
+    rd_kafka_queue_t* q = rd_kafka_queue_new(rk);
+    rd_kafka_DeleteRecords(rk, &del, 1, nullptr, q);
+    rd_kafka_event_t* ev = rd_kafka_queue_poll(q, 30000);
+    ASSERT_NE(ev, nullptr) << "DeleteRecords timed out";
+    ASSERT_EQ(rd_kafka_event_error(ev), RD_KAFKA_RESP_ERR_NO_ERROR)
+        << rd_kafka_event_error_string(ev);
+    const auto* result =
+        rd_kafka_DeleteRecords_result_offsets(rd_kafka_event_DeleteRecords_result(ev));
+    ASSERT_EQ(result->cnt, 1);
+    EXPECT_EQ(result->elems[0].err, RD_KAFKA_RESP_ERR_NO_ERROR);
+    EXPECT_EQ(result->elems[0].offset, before);
+    rd_kafka_event_destroy(ev);
+    rd_kafka_DeleteRecords_destroy(del);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_destroy(rk);
+}
+
+std::string one_value(const TestDatabase& db, const std::string& sql) {
+    db::Connection conn(db.dsn(), "test");
+    return conn.query(sql).at(0, 0);
+}
+
+// A renamed kafka.group would read the topic from its start and store every message again:
+// trackd refuses to start, naming the group that owns the topic here and the fix; after the
+// fix (the offsets moved to the new name) it goes on where the old group stopped.
+TEST(Delivery, ARenamedGroupRefusesToStartUntilTheOffsetsMove) {
+    IngestHarness h("rename", 2);
+    h.produce(50, 2000);
+    const auto manifest = load_manifest(h.manifest_path());
+    {
+        auto trackd = h.start_trackd();
+        ASSERT_TRUE(h.wait_drained(2000, std::chrono::seconds(120)))
+            << IngestHarness::read_file(h.log_path());
+        trackd->kill(SIGTERM);
+        ASSERT_TRUE(trackd->wait_for(std::chrono::seconds(30)));
+    }
+    h.check_accounting(manifest);
+
+    const std::string renamed_log = h.dir() + "/renamed.log";
+    auto renamed = h.start_trackd({{"TRACKD_KAFKA_GROUP", "trackd-rename-v2"}}, renamed_log);
+    ASSERT_TRUE(renamed->wait_for(std::chrono::seconds(60))) << "trackd should refuse to start";
+    EXPECT_EQ(renamed->exit_code(), 1);
+    const auto log = IngestHarness::read_file(renamed_log);
+    EXPECT_NE(log.find("kafka.group: this database already holds the offsets of topic '" +
+                       h.topic() + "' for consumer group 'trackd-rename'"),
+              std::string::npos)
+        << log;
+    EXPECT_NE(log.find("UPDATE trackd.kafka_offsets SET consumer_group = 'trackd-rename-v2' "
+                       "WHERE consumer_group = 'trackd-rename'"),
+              std::string::npos)
+        << log;
+    h.check_accounting(manifest);  // nothing stored twice
+
+    // The fix the message names: the new group takes the old one's offsets.
+    {
+        db::Connection conn(h.db().dsn(), "test");
+        conn.query(
+            "UPDATE trackd.kafka_offsets SET consumer_group = 'trackd-rename-v2' "
+            "WHERE consumer_group = 'trackd-rename' AND topic = $1",
+            {h.topic()});
+    }
+    auto moved = h.start_trackd({{"TRACKD_KAFKA_GROUP", "trackd-rename-v2"}}, renamed_log);
+    // It claims the two partitions (epochs move on) and reads nothing again.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (one_value(h.db(),
+                     "SELECT count(*) FROM trackd.kafka_offsets WHERE owner_epoch >= 2 "
+                     "AND consumer_group = 'trackd-rename-v2'") != "2" &&
+           std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    moved->kill(SIGTERM);
+    ASSERT_TRUE(moved->wait_for(std::chrono::seconds(30)));
+    EXPECT_EQ(moved->exit_code(), 0) << IngestHarness::read_file(renamed_log);
+    h.check_accounting(manifest);
+}
+
+// Positions of one vehicle with equal timestamps: trackd's one total order is (recorded_at,
+// Kafka offset), so the later message is the vehicle's latest in the current state, in the
+// validator and in geofence detection, whatever the batch size.
+TEST(Delivery, EqualTimestampsGiveTheSameTablesAtBatchSizes1And20000) {
+    const std::int64_t base_ms = (now_s() - 3600) * 1000;
+    std::vector<Msg> msgs;
+    // 20 vehicles, each 30 positions moving east across the fence line at lon 13.4005, in
+    // groups of three that share one timestamp (10 s apart): ~8 m a step, far below the
+    // speed limit even when two share a time.
+    for (int step = 0; step < 30; ++step) {
+        for (int v = 0; v < 20; ++v) {
+            const double lon = 13.4 + 0.0001 * step;
+            const double lat = 52.5 + 0.001 * v;
+            msgs.push_back(
+                Msg{"veh-eq-" + std::to_string(v), base_ms + (step / 3) * 10000, lon, lat});
+        }
+    }
+    const char* zone =
+        "INSERT INTO trackd.geofence_zones (zone_name, fence_geom, dwell_s) VALUES ('east', "
+        "ST_Multi(ST_MakeEnvelope(13.4005, 52.0, 14.0, 53.0, 4326)), 0)";
+    struct Run {
+        std::unique_ptr<IngestHarness> h;
+        std::string current;
+        std::string geofence_state;
+        std::string events;
+        std::string history;
+    };
+    Run runs[2];
+    const char* sizes[2] = {"1", "20000"};
+    for (int i = 0; i < 2; ++i) {
+        auto& r = runs[i];
+        r.h = std::make_unique<IngestHarness>(std::string("equal") + sizes[i], 1);
+        {
+            db::Connection conn(r.h->db().dsn(), "test");
+            conn.exec_script(zone);
+        }
+        produce(r.h->topic(), msgs);
+        auto trackd = r.h->start_trackd(
+            {{"TRACKD_BATCH_MAX_ROWS", sizes[i]}, {"TRACKD_BATCH_MAX_MS", "2000"}});
+        ASSERT_TRUE(
+            r.h->wait_drained(static_cast<std::int64_t>(msgs.size()), std::chrono::seconds(180)))
+            << IngestHarness::read_file(r.h->log_path());
+        trackd->kill(SIGTERM);
+        ASSERT_TRUE(trackd->wait_for(std::chrono::seconds(30)));
+        db::Connection conn(r.h->db().dsn(), "test");
+        if (i == 1) {  // the large batch size did make one batch
+            EXPECT_EQ(conn.query("SELECT count(DISTINCT ingest_batch_id) FROM "
+                                 "trackd.vehicle_telemetry_history")
+                          .at(0, 0),
+                      "1");
+        }
+        r.current = conn.query(
+                            "SELECT string_agg(vehicle_id || ' ' || last_updated || ' ' || "
+                            "kafka_offset || ' ' || ST_AsText(geom), E'\\n' ORDER BY "
+                            "vehicle_id) FROM trackd.vehicle_current_state")
+                        .at(0, 0);
+        r.geofence_state =
+            conn.query(
+                    "SELECT coalesce(string_agg(vehicle_id || ' ' || inside, E'\\n' ORDER BY "
+                    "vehicle_id), '') FROM trackd.geofence_vehicle_state")
+                .at(0, 0);
+        r.events = conn.query(
+                           "SELECT coalesce(string_agg(vehicle_id || ' ' || kind || ' ' "
+                           "|| event_time || ' ' || kafka_offset, E'\\n' ORDER BY vehicle_id, "
+                           "event_time, kafka_offset), '') FROM trackd.geofence_events")
+                       .get(0, 0)
+                       .value_or("");
+        r.history = conn.query(
+                            "SELECT count(*) || ' ' || count(DISTINCT kafka_offset) FROM "
+                            "trackd.vehicle_telemetry_history")
+                        .at(0, 0);
+        EXPECT_EQ(r.history, "600 600") << "batch size " << sizes[i];
+        // Every vehicle's latest is its last message: time group 9, the third of its group.
+        auto last = conn.query(
+            "SELECT count(*) FROM trackd.vehicle_current_state s WHERE kafka_offset = "
+            "(SELECT max(kafka_offset) FROM trackd.vehicle_telemetry_history h "
+            "WHERE h.vehicle_id = s.vehicle_id)");
+        EXPECT_EQ(last.at(0, 0), "20") << "batch size " << sizes[i];
+    }
+    EXPECT_EQ(runs[0].current, runs[1].current);
+    EXPECT_EQ(runs[0].geofence_state, runs[1].geofence_state);
+    EXPECT_EQ(runs[0].events, runs[1].events);
+    EXPECT_FALSE(runs[0].events.empty()) << "the vehicles cross the fence line";
+}
+
+// Retention deleted messages after the stored offset before trackd read them: trackd says so
+// with the exact range (never silent), and goes on from where the log starts.
+TEST(Delivery, MessagesKafkaDeletedBeforeTrackdReadThemAreReportedAsLoss) {
+    IngestHarness h("loss", 1);
+    const std::int64_t base_ms = (now_s() - 600) * 1000;
+    std::vector<Msg> msgs;
+    for (int i = 0; i < 100; ++i) {
+        msgs.push_back(
+            Msg{"veh-loss-" + std::to_string(i % 5), base_ms + i * 1000, 13.4 + 0.0001 * i, 52.5});
+    }
+    produce(h.topic(), msgs);
+    // As if trackd had stored offsets up to 10 before an outage longer than the retention.
+    {
+        db::Connection conn(h.db().dsn(), "test");
+        conn.query(
+            "INSERT INTO trackd.kafka_offsets (consumer_group, topic, kafka_partition, "
+            "next_offset, owner_epoch) VALUES ('trackd-loss', $1, 0, 10, 1)",
+            {h.topic()});
+    }
+    delete_records_before(h.topic(), 0, 40);
+
+    auto trackd = h.start_trackd();
+    ASSERT_TRUE(h.wait_drained(100, std::chrono::seconds(120)))
+        << IngestHarness::read_file(h.log_path());
+    trackd->kill(SIGTERM);
+    ASSERT_TRUE(trackd->wait_for(std::chrono::seconds(30)));
+    EXPECT_EQ(trackd->exit_code(), 0);
+    const auto log = IngestHarness::read_file(h.log_path());
+    const auto at = log.find("data loss: Kafka deleted messages before trackd read them");
+    ASSERT_NE(at, std::string::npos) << log;
+    const auto line = log.substr(at, log.find('\n', at) - at);
+    EXPECT_NE(line.find("lost_from_offset=10"), std::string::npos) << line;
+    EXPECT_NE(line.find("lost_to_offset=39"), std::string::npos) << line;
+    EXPECT_NE(line.find("messages=30"), std::string::npos) << line;
+    EXPECT_EQ(one_value(h.db(),
+                        "SELECT count(*) || ' ' || min(kafka_offset) || ' ' || "
+                        "max(kafka_offset) FROM trackd.vehicle_telemetry_history"),
+              "60 40 99");
+}
+
+bool wait_for_text(const std::string& path, const std::string& text, std::chrono::seconds timeout) {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < until) {
+        if (IngestHarness::read_file(path).find(text) != std::string::npos) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+}
+
+// An instance frozen in the middle of a COPY: the server waits for its data, holding the
+// partitions' offsets row locks, and neither idle_in_transaction_session_timeout nor TCP would
+// ever end that. The next owner's claim times out on the lock, ends the stuck session once it
+// has waited longer than pg.idle_in_transaction_timeout_ms, claims and ingests everything; the
+// frozen instance, thawed, finds its session gone and its batch fenced. Exact accounting.
+TEST(Delivery, AWriterFrozenInsideACopyLosesItsLocksAndItsPartitions) {
+    IngestHarness h("incopy", 2);
+    h.produce(100, 3000);
+    const auto manifest = load_manifest(h.manifest_path());
+    const std::map<std::string, std::string> limits = {
+        {"TRACKD_PG_LOCK_TIMEOUT_MS", "1000"},
+        {"TRACKD_PG_IDLE_IN_TRANSACTION_TIMEOUT_MS", "5000"},
+        {"TRACKD_BATCH_MAX_ROWS", "500"}};
+    auto env_a = limits;
+    const std::string release = h.dir() + "/release-a";
+    env_a["TRACKD_TEST_INGEST_PAUSE_AT"] = "in-copy@" + release;
+    const std::string log_a = h.dir() + "/a.log";
+    const std::string log_b = h.dir() + "/b.log";
+    auto a = h.start_trackd(env_a, log_a);
+    ASSERT_TRUE(wait_for_text(log_a, "paused at in-copy", std::chrono::seconds(60)))
+        << IngestHarness::read_file(log_a);
+    a->kill(SIGSTOP);  // frozen: no heartbeats, no bytes, its kernel still answers TCP
+    const auto frozen_at = std::chrono::steady_clock::now();
+    auto b = h.start_trackd(limits, log_b);
+    ASSERT_TRUE(h.wait_drained(3000, std::chrono::seconds(180))) << IngestHarness::read_file(log_b);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - frozen_at).count();
+    EXPECT_TRUE(wait_for_text(log_b, "ended a stuck ingest session", std::chrono::seconds(5)))
+        << IngestHarness::read_file(log_b);
+    a->kill(SIGCONT);
+    run_command("touch " + shell_quote(release));  // its COPY goes on, into a dead session
+    EXPECT_TRUE(wait_for_text(log_a, "commit refused by the epoch fence", std::chrono::seconds(60)))
+        << IngestHarness::read_file(log_a);
+    a->kill(SIGTERM);
+    b->kill(SIGTERM);
+    ASSERT_TRUE(a->wait_for(std::chrono::seconds(30)));
+    ASSERT_TRUE(b->wait_for(std::chrono::seconds(30)));
+    EXPECT_EQ(b->exit_code(), 0) << IngestHarness::read_file(log_b);
+    h.check_accounting(manifest);
+    std::printf("[ measured ] the frozen writer's partitions were drained %.1f s after it froze\n",
+                seconds);
+}
+
+}  // namespace
+}  // namespace trackd::test

@@ -1,0 +1,219 @@
+// sink::postgis::PostgisSink against the real PostgreSQL/PostGIS, batch by batch: the contract
+// of include/trackd/sink/sink.hpp (the conditional offsets update, a replayed batch found in, the
+// fence, an offset moved underneath, idempotent dead letters, the total order of the current
+// state, the group check, partition DDL giving way to a long reader) and the session limits
+// every connection sets.
+#include "trackd/sink/postgis/postgis_sink.hpp"
+
+#include <gtest/gtest.h>
+
+#include "trackd/db/connection.hpp"
+#include "trackd/db/migrations.hpp"
+
+#include "support/test_database.hpp"
+
+namespace trackd::test {
+namespace {
+
+using sink::Fence;
+using sink::postgis::PostgisSink;
+
+constexpr std::int64_t kHourUs = 3600LL * 1000000;
+
+std::int64_t now_us() {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+class PostgisSinkTest : public ::testing::Test {
+  protected:
+    PostgisSinkTest() : db_("sink") {
+        db::Connection conn(db_.dsn(), "test");
+        db::migrate(conn);
+        config_.pg.dsn = db_.dsn();
+        config_.kafka.topic = "positions";
+        config_.kafka.group = "trackd";
+    }
+
+    std::string value(const std::string& sql) {
+        db::Connection conn(db_.dsn(), "test");
+        return conn.query(sql).get(0, 0).value_or("NULL");
+    }
+
+    // A batch of partition 0: rows at `offsets`, dead letters at `dead`, ending after the last.
+    static batch::Batch make_batch(const std::vector<std::int64_t>& offsets,
+                                   const std::vector<std::int64_t>& dead = {},
+                                   std::int64_t time_us = 0, const std::string& vehicle = "v1") {
+        batch::Batch b;
+        std::int64_t end = 0;
+        for (const auto o : offsets) {
+            batch::Row r;
+            r.position.vehicle_id = vehicle;
+            r.position.recorded_at_us = time_us != 0 ? time_us : now_us() - 60000000 + o * 1000;
+            r.position.longitude = 13.4 + 0.0001 * static_cast<double>(o);
+            r.position.latitude = 52.5;
+            r.partition = 0;
+            r.offset = o;
+            b.rows.push_back(r);
+            end = std::max(end, o + 1);
+        }
+        for (const auto o : dead) {
+            b.dead_letters.push_back(
+                batch::DeadLetter{0, o, core::Reason::malformed_json, "bad", "{"});
+            end = std::max(end, o + 1);
+        }
+        b.next_offsets[0] = end;
+        return b;
+    }
+
+    TestDatabase db_;
+    config::Config config_;
+};
+
+TEST_F(PostgisSinkTest, AReplayedBatchIsFoundInAndStoresNothingTwice) {
+    PostgisSink sink(config_, "trackd ingest test");
+    const auto claims = sink.claim({0});
+    ASSERT_EQ(claims.at(0).epoch, 1);
+    EXPECT_FALSE(claims.at(0).next_offset.has_value());
+
+    const auto b1 = make_batch({0, 1, 2}, {3});
+    const std::map<std::int32_t, Fence> f1 = {{0, Fence{1, -1}}};
+    auto r = sink.commit(b1, f1);
+    EXPECT_TRUE(r.fenced.empty());
+    EXPECT_FALSE(r.already_committed);
+    EXPECT_EQ(value("SELECT next_offset FROM trackd.kafka_offsets"), "4");
+
+    // The same batch again, as after a COMMIT whose reply was lost.
+    r = sink.commit(b1, f1);
+    EXPECT_TRUE(r.fenced.empty());
+    EXPECT_TRUE(r.already_committed);
+    EXPECT_EQ(value("SELECT count(*) FROM trackd.vehicle_telemetry_history"), "3");
+    EXPECT_EQ(value("SELECT count(*) FROM trackd.dead_letters"), "1");
+
+    // The next batch starts where the first ended.
+    r = sink.commit(make_batch({4, 5}), {{0, Fence{1, 4}}});
+    EXPECT_FALSE(r.already_committed);
+    EXPECT_EQ(value("SELECT count(*) FROM trackd.vehicle_telemetry_history"), "5");
+    EXPECT_EQ(value("SELECT next_offset FROM trackd.kafka_offsets"), "6");
+}
+
+TEST_F(PostgisSinkTest, AnotherClaimFencesAndAnOffsetMovedUnderneathStops) {
+    PostgisSink a(config_, "trackd ingest a");
+    PostgisSink b(config_, "trackd ingest b");
+    a.claim({0});
+    ASSERT_FALSE(a.commit(make_batch({0, 1}), {{0, Fence{1, -1}}}).already_committed);
+    EXPECT_EQ(b.claim({0}).at(0).epoch, 2);
+    EXPECT_EQ(b.claim({0}).at(0).next_offset, 2);  // (epoch 3 now)
+    const auto r = a.commit(make_batch({2, 3}), {{0, Fence{1, 2}}});
+    EXPECT_EQ(r.fenced, (std::set<std::int32_t>{0}));
+    EXPECT_EQ(value("SELECT count(*) FROM trackd.vehicle_telemetry_history"), "2");
+
+    // Someone rewinds the stored offset while b owns the partition: b stops, storing nothing.
+    {
+        db::Connection conn(db_.dsn(), "test");
+        conn.exec_script("UPDATE trackd.kafka_offsets SET next_offset = 1");
+    }
+    EXPECT_THROW(b.commit(make_batch({2, 3}), {{0, Fence{3, 2}}}), sink::OffsetConflict);
+    EXPECT_EQ(value("SELECT count(*) FROM trackd.vehicle_telemetry_history"), "2");
+}
+
+TEST_F(PostgisSinkTest, AReplayedDeadLetterIsANoOp) {
+    PostgisSink sink(config_, "trackd ingest test");
+    sink.claim({0});
+    sink.commit(make_batch({0}, {1, 2}), {{0, Fence{1, -1}}});
+    // Offsets rewound by an operator while trackd was stopped: the refused messages come again.
+    {
+        db::Connection conn(db_.dsn(), "test");
+        conn.exec_script("UPDATE trackd.kafka_offsets SET next_offset = 1");
+    }
+    const auto r = sink.commit(make_batch({}, {1, 2}), {{0, Fence{1, 1}}});
+    EXPECT_TRUE(r.fenced.empty());
+    EXPECT_EQ(value("SELECT count(*) FROM trackd.dead_letters"), "2");
+    EXPECT_EQ(value("SELECT next_offset FROM trackd.kafka_offsets"), "3");
+}
+
+TEST_F(PostgisSinkTest, EqualTimesInTheCurrentStateGoToTheLaterOffset) {
+    PostgisSink sink(config_, "trackd ingest test");
+    sink.claim({0});
+    const auto t = now_us() - 60000000;
+    sink.commit(make_batch({10}, {}, t), {{0, Fence{1, -1}}});
+    sink.commit(make_batch({11}, {}, t), {{0, Fence{1, 11}}});
+    EXPECT_EQ(value("SELECT kafka_offset FROM trackd.vehicle_current_state"), "11");
+    // An older time never replaces a newer one, whatever its offset.
+    sink.commit(make_batch({12}, {}, t - 1), {{0, Fence{1, 12}}});
+    EXPECT_EQ(value("SELECT kafka_offset FROM trackd.vehicle_current_state"), "11");
+}
+
+TEST_F(PostgisSinkTest, ASecondGroupOnTheTopicIsRefusedByName) {
+    {
+        db::Connection conn(db_.dsn(), "test");
+        conn.exec_script(
+            "INSERT INTO trackd.kafka_offsets (consumer_group, topic, "
+            "kafka_partition, next_offset, owner_epoch) VALUES "
+            "('trackd-old', 'positions', 0, 42, 3)");
+    }
+    PostgisSink sink(config_, "trackd ingest test");
+    try {
+        sink.check_group();
+        FAIL() << "no GroupConflict";
+    } catch (const sink::GroupConflict& e) {
+        EXPECT_NE(std::string(e.what()).find("consumer group 'trackd-old'"), std::string::npos)
+            << e.what();
+    }
+    EXPECT_THROW(sink.claim({0}), sink::GroupConflict);
+}
+
+TEST_F(PostgisSinkTest, PartitionDdlGivesWayToALongReaderAndRowsGoToTheDefaultPartition) {
+    config_.postgis.ddl_lock_timeout_ms = 100;
+    config_.postgis.partition_interval = "hour";
+    PostgisSink sink(config_, "trackd ingest test");
+    sink.claim({0});
+    // A reader idle in a transaction that touched the history table (a QGIS session).
+    db::Connection reader(db_.dsn(), "qgis");
+    reader.exec_script("BEGIN; SELECT count(*) FROM trackd.vehicle_telemetry_history");
+    // A time whose partition does not exist: creating it needs the lock the reader blocks.
+    const auto t = (now_us() / kHourUs - 24 * 20) * kHourUs + 60000000;
+    const auto started = std::chrono::steady_clock::now();
+    const auto r = sink.commit(make_batch({0}, {}, t), {{0, Fence{1, -1}}});
+    const auto waited = std::chrono::steady_clock::now() - started;
+    EXPECT_TRUE(r.fenced.empty());
+    EXPECT_EQ(value("SELECT tableoid::regclass::text FROM trackd.vehicle_telemetry_history"),
+              "trackd.vehicle_telemetry_history_default");
+    reader.exec_script("ROLLBACK");
+    std::printf("[ measured ] commit with partition DDL deferred took %.2f s\n",
+                std::chrono::duration<double>(waited).count());
+}
+
+TEST_F(PostgisSinkTest, EverySessionHasTheConfiguredLimits) {
+    config_.pg.lock_timeout_ms = 2500;
+    config_.pg.idle_in_transaction_timeout_ms = 7000;
+    config_.pg.keepalives_idle_s = 4;
+    db::Connection conn(config_.pg, "trackd ingest test");
+    EXPECT_EQ(conn.query("SHOW lock_timeout").at(0, 0), "2500ms");
+    EXPECT_EQ(conn.query("SHOW idle_in_transaction_session_timeout").at(0, 0), "7s");
+    EXPECT_EQ(conn.query("SHOW tcp_keepalives_idle").at(0, 0), "4");
+    EXPECT_EQ(conn.query("SHOW tcp_user_timeout").at(0, 0), "19000");  // ms: 4 + 5 * 3 s
+}
+
+TEST_F(PostgisSinkTest, AWaitOnALockEndsAtTheLockTimeoutWithARetryableError) {
+    config_.pg.lock_timeout_ms = 200;
+    PostgisSink holder(config_, "trackd ingest holder");
+    holder.claim({0});
+    // Another session holds the offsets row (an owner frozen inside its batch transaction).
+    db::Connection frozen(db_.dsn(), "trackd ingest frozen");
+    frozen.exec_script("BEGIN; UPDATE trackd.kafka_offsets SET updated_at = now()");
+    PostgisSink claimer(config_, "trackd ingest claimer");
+    try {
+        claimer.claim({0});
+        FAIL() << "the claim did not time out";
+    } catch (const db::DbError& e) {
+        EXPECT_EQ(e.sqlstate(), "55P03") << e.what();
+        EXPECT_TRUE(e.sqlstate() == "55P03" && !e.connection_lost());
+    }
+    frozen.exec_script("ROLLBACK");
+    EXPECT_EQ(claimer.claim({0}).at(0).epoch, 2);
+}
+
+}  // namespace
+}  // namespace trackd::test
