@@ -74,8 +74,8 @@ struct Archiver::Impl {
     TableIdent ident;
     std::string location;
     std::unique_ptr<db::Connection> lock_conn;  // holds the session advisory lock, nothing else
-    std::unique_ptr<db::Connection> conn;
-    std::unique_ptr<Catalog> catalog;
+    std::unique_ptr<db::Connection> conn;       // stamps, reads the history, retention
+    std::unique_ptr<Catalog> catalog;  // on its own connection(s): "trackd archive catalog"
     std::unique_ptr<IcebergTable> table;
     bool locked = false;
     const std::atomic<bool>* stop = nullptr;  // run()'s: a backlog stops between snapshots
@@ -91,7 +91,11 @@ struct Archiver::Impl {
         reset();
         lock_conn = std::make_unique<db::Connection>(config.pg, "trackd archive lock");
         conn = std::make_unique<db::Connection>(config.pg, "trackd archive");
-        catalog = make_jdbc_catalog(*conn);
+        // The catalog's commits run on their own session, which it replaces whenever one
+        // breaks or loses a commit's answer (the outcome is then read on a new one).
+        catalog = make_jdbc_catalog([this] {
+            return std::make_unique<db::Connection>(config.pg, "trackd archive catalog");
+        });
         table = std::make_unique<IcebergTable>(*catalog, ident, location,
                                                config.archive.metadata_versions_max);
     }
@@ -173,8 +177,13 @@ struct Archiver::Impl {
                 for (const auto& p : written) fs::remove(p);
                 return false;
             }
+        } catch (const CommitStateUnknown&) {
+            // The snapshot may be in the table: its files stay. The next round resumes from the
+            // table's progress; if the snapshot is not there, orphan clean-up removes them.
+            throw;
         } catch (...) {
-            // Unreferenced files; removing them now saves the orphan sweep the work.
+            // Known not committed, so unreferenced: removing them now saves the orphan sweep
+            // the work.
             std::error_code ec;
             for (const auto& p : written) fs::remove(p, ec);
             throw;

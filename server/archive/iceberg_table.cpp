@@ -7,6 +7,7 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -250,31 +251,103 @@ std::pair<std::string, std::string> IcebergTable::new_data_file(std::int32_t day
     return {uri, path};
 }
 
-bool IcebergTable::commit_metadata(json next, const std::optional<CommitProgress>& progress) {
+IcebergTable::Swap IcebergTable::commit_metadata(json next,
+                                                 const std::optional<CommitProgress>& progress) {
     auto& log = next["metadata-log"];
     log.push_back(
         {{"timestamp-ms", metadata_["last-updated-ms"]}, {"metadata-file", metadata_location_}});
     while (static_cast<int>(log.size()) > metadata_versions_max_) log.erase(log.begin());
+    const auto base = metadata_location_;
     const auto uri = write_metadata_file(next);
     pause_point("metadata-written");
-    bool swapped = false;
+    Swap swap = Swap::not_committed;
     try {
-        swapped = catalog_.commit(ident_, metadata_location_, uri, progress);
+        swap = catalog_.commit(ident_, base, uri, progress) ? Swap::committed : Swap::not_committed;
     } catch (const CommitStateUnknown& e) {
-        // The COMMIT was sent but its answer lost: the catalog itself says what happened.
-        core::log::warn("archive commit outcome unknown, checking", {{"error", e.what()}});
-        swapped = catalog_.load(ident_) == uri;
-    }
-    if (!swapped) {
+        // The COMMIT left but its answer did not come back: the catalog itself says what
+        // happened, read on a new connection. Throws, keeping every file, if it cannot tell yet.
+        core::log::warn("archive commit outcome unknown, reading the catalog back",
+                        {{"table", ident_.dotted()}, {"metadata", uri}, {"error", e.what()}});
+        swap = settle(base, uri);
+        core::log::info(swap == Swap::committed
+                            ? "archive commit found committed after its reply was lost"
+                            : "archive commit found not committed after its reply was lost",
+                        {{"table", ident_.dotted()}, {"metadata", uri}});
+    } catch (...) {
+        // The catalog answered that nothing changed (or the request never left).
         remove_quietly(uri);
-        return false;
+        throw;
+    }
+    if (swap == Swap::not_committed) {
+        remove_quietly(uri);
+        return swap;
     }
     pause_point("committed");
     const json before = std::move(metadata_);
     metadata_location_ = uri;
     metadata_ = std::move(next);
     delete_dropped_metadata(before, metadata_);
-    return true;
+    return swap;
+}
+
+IcebergTable::Swap IcebergTable::settle(const std::string& base, const std::string& next) {
+    const auto unknown = [&](const std::string& why) {
+        core::log::warn("archive commit outcome still unknown; keeping its files",
+                        {{"table", ident_.dotted()}, {"metadata", next}, {"reason", why}});
+        return CommitStateUnknown("archive: outcome of the commit of " + next + " unknown: " + why);
+    };
+    std::optional<std::string> current;
+    try {
+        current = catalog_.load_settled(ident_);
+    } catch (const std::exception& e) {
+        throw unknown(e.what());
+    }
+    if (!current) throw unknown("the table is no longer in the catalog");
+    if (*current == next) return Swap::committed;
+    if (*current == base) return Swap::not_committed;
+    // Another version is current: another writer won the swap from `base`, or committed on top
+    // of ours. The version that directly follows `base` in the current version's history is
+    // the one that won.
+    std::vector<std::string> chain;
+    try {
+        const auto md = load_metadata(*current);
+        if (md.contains("metadata-log")) {
+            for (const auto& e : md["metadata-log"]) {
+                chain.push_back(e["metadata-file"].get<std::string>());
+            }
+        }
+    } catch (const std::exception& e) {
+        throw unknown(std::string("cannot read the current metadata: ") + e.what());
+    }
+    chain.push_back(*current);
+    const auto it = std::find(chain.begin(), chain.end(), base);
+    if (it == chain.end() || it + 1 == chain.end()) {
+        throw unknown("the base version is no longer in the current metadata log");
+    }
+    return *(it + 1) == next ? Swap::committed : Swap::not_committed;
+}
+
+bool IcebergTable::commit_with_retries(const char* operation, const Builder& build) {
+    for (int attempt = 0; attempt < kCommitAttempts; ++attempt) {
+        if (attempt > 0) refresh();
+        auto next = build(attempt);
+        if (!next) return false;
+        Swap swap = Swap::not_committed;
+        try {
+            swap = commit_metadata(std::move(next->metadata), next->progress);
+        } catch (const CommitStateUnknown&) {
+            throw;  // the attempt's files may be referenced: all kept
+        } catch (...) {
+            for (const auto& f : next->attempt_files) remove_quietly(f);
+            throw;
+        }
+        if (swap == Swap::committed) return true;
+        for (const auto& f : next->attempt_files) remove_quietly(f);
+        core::log::info("archive commit conflict, retrying on the new table version",
+                        {{"operation", operation}, {"attempt", std::to_string(attempt + 1)}});
+    }
+    throw std::runtime_error(std::string("archive: gave up committing (") + operation + ") after " +
+                             std::to_string(kCommitAttempts) + " conflicts");
 }
 
 // write.metadata.delete-after-commit.enabled: metadata files that fell off the metadata log are
@@ -313,15 +386,13 @@ bool IcebergTable::append(const std::vector<DataFile>& files, const Progress& ex
         manifest.added_snapshot_id = snapshot_id;
     }
 
-    for (int attempt = 0; attempt < kCommitAttempts; ++attempt) {
-        if (attempt > 0) refresh();
+    const auto build = [&](int attempt) -> std::optional<NextVersion> {
         const auto have = progress();
         if (have.archived_seq != expected.archived_seq) {
             core::log::warn("archive progress moved under this commit, abandoning it",
                             {{"expected", std::to_string(expected.archived_seq)},
                              {"table", std::to_string(have.archived_seq)}});
-            if (!files.empty()) remove_quietly(manifest_uri);
-            return false;
+            return std::nullopt;
         }
         json md = metadata_;
         const auto seq = md["last-sequence-number"].get<std::int64_t>() + 1;
@@ -380,30 +451,33 @@ bool IcebergTable::append(const std::vector<DataFile>& files, const Progress& ex
         md["snapshots"].push_back(snap);
         md["snapshot-log"].push_back({{"timestamp-ms", now}, {"snapshot-id", snapshot_id}});
         put_progress(md["properties"], next);
-
-        if (commit_metadata(std::move(md), CommitProgress{next.archived_seq,
-                                                          next.max_ingest_batch_id, snapshot_id})) {
-            return true;
-        }
-        remove_quietly(list_uri);
-        core::log::info("archive commit conflict, retrying on the new table version",
-                        {{"attempt", std::to_string(attempt + 1)}});
-    }
-    throw std::runtime_error("archive: gave up committing after " +
-                             std::to_string(kCommitAttempts) + " conflicts");
+        return NextVersion{std::move(md),
+                           CommitProgress{next.archived_seq, next.max_ingest_batch_id, snapshot_id},
+                           {list_uri}};
+    };
+    if (commit_with_retries("append", build)) return true;
+    // Every attempt is known not to have been committed: the manifest is referenced by nothing.
+    if (!files.empty()) remove_quietly(manifest_uri);
+    return false;
 }
 
 MaintenanceReport IcebergTable::maintain(const MaintenanceOptions& o) {
     MaintenanceReport report;
     refresh();
+    report.manifests_merged = merge_manifests(o);
+    std::tie(report.snapshots_expired, report.files_deleted) = expire_snapshots(o);
+    report.orphans_deleted = delete_orphans(o);
+    return report;
+}
 
-    // 1. Merge the current snapshot's small data manifests into one (a "replace" snapshot that
-    //    changes no data), so a scan plans from a short manifest list.
-    for (int attempt = 0; attempt < kCommitAttempts; ++attempt) {
-        if (attempt > 0) refresh();
+// A "replace" snapshot that changes no data, so a scan plans from a short manifest list.
+int IcebergTable::merge_manifests(const MaintenanceOptions& o) {
+    int merged_count = 0;
+    const auto build = [&](int /*attempt*/) -> std::optional<NextVersion> {
         const auto parent = current_id(metadata_);
-        if (!parent) break;
+        if (!parent) return std::nullopt;
         const auto* p = find_snapshot(metadata_, *parent);
+        if (p == nullptr) throw std::runtime_error("archive: current snapshot missing");
         auto list = manifests_of(*p);
         std::vector<ManifestFile> small;
         std::vector<ManifestFile> kept;
@@ -412,7 +486,9 @@ MaintenanceReport IcebergTable::maintain(const MaintenanceOptions& o) {
                                    m.manifest_length < kManifestTargetBytes;
             (mergeable ? small : kept).push_back(std::move(m));
         }
-        if (static_cast<int>(list.size()) <= o.max_manifests || small.size() < 2) break;
+        if (static_cast<int>(list.size()) <= o.max_manifests || small.size() < 2) {
+            return std::nullopt;
+        }
         json md = metadata_;
         const auto seq = md["last-sequence-number"].get<std::int64_t>() + 1;
         const auto snapshot_id = new_snapshot_id();
@@ -440,12 +516,21 @@ MaintenanceReport IcebergTable::maintain(const MaintenanceOptions& o) {
         merged.sequence_number = seq;
         merged.min_sequence_number = entries.empty() ? seq : min_seq;
         merged.added_snapshot_id = snapshot_id;
+        NextVersion v;
         write_file(local_path(merged.manifest_path), bytes);
+        v.attempt_files.push_back(merged.manifest_path);
         std::vector<ManifestFile> next_list{merged};
         for (auto& m : kept) next_list.push_back(std::move(m));
         const auto list_uri =
             fmt::format("{}/metadata/snap-{}-1-{}.avro", location_, snapshot_id, uuid4());
-        write_file(local_path(list_uri), write_manifest_list(next_list, snapshot_id, parent, seq));
+        try {
+            write_file(local_path(list_uri),
+                       write_manifest_list(next_list, snapshot_id, parent, seq));
+        } catch (...) {
+            remove_quietly(merged.manifest_path);
+            throw;
+        }
+        v.attempt_files.push_back(list_uri);
 
         json summary = json::object();
         summary["operation"] = "replace";
@@ -454,9 +539,9 @@ MaintenanceReport IcebergTable::maintain(const MaintenanceOptions& o) {
         summary["manifests-replaced"] = std::to_string(small.size());
         summary["entries-processed"] = std::to_string(entries.size());
         // Totals and the archive's progress are unchanged: carry them over.
-        for (const auto& [k, v] : (*p)["summary"].items()) {
+        for (const auto& [k, val] : (*p)["summary"].items()) {
             if (k.rfind("total-", 0) == 0 || k.rfind("trackd.", 0) == 0 || k == "kafka.offsets") {
-                summary[k] = v;
+                summary[k] = val;
             }
         }
         const auto now = std::max(now_ms(), md["last-updated-ms"].get<std::int64_t>());
@@ -474,18 +559,18 @@ MaintenanceReport IcebergTable::maintain(const MaintenanceOptions& o) {
         md["refs"]["main"] = {{"snapshot-id", snapshot_id}, {"type", "branch"}};
         md["snapshots"].push_back(snap);
         md["snapshot-log"].push_back({{"timestamp-ms", now}, {"snapshot-id", snapshot_id}});
-        if (commit_metadata(std::move(md), std::nullopt)) {
-            report.manifests_merged = static_cast<int>(small.size());
-            break;
-        }
-        remove_quietly(list_uri);
-        remove_quietly(merged.manifest_path);
-    }
+        v.metadata = std::move(md);
+        merged_count = static_cast<int>(small.size());
+        return v;
+    };
+    return commit_with_retries("merge manifests", build) ? merged_count : 0;
+}
 
-    // 2. Expire snapshots older than the age limit, keeping the newest few and the current one.
-    std::set<std::string> candidates;  // files only expired snapshots may reference
-    for (int attempt = 0; attempt < kCommitAttempts; ++attempt) {
-        if (attempt > 0) refresh();
+// Snapshots older than the age limit go, except the newest few, the current one and any ref.
+std::pair<int, int> IcebergTable::expire_snapshots(const MaintenanceOptions& o) {
+    std::set<std::string> candidates;  // files only the expired snapshots may reference
+    int n_expired = 0;
+    const auto build = [&](int /*attempt*/) -> std::optional<NextVersion> {
         candidates.clear();
         const auto& snaps = metadata_["snapshots"];
         std::vector<std::pair<std::int64_t, std::int64_t>> by_time;  // (timestamp, id)
@@ -503,7 +588,7 @@ MaintenanceReport IcebergTable::maintain(const MaintenanceOptions& o) {
                 keep.insert(by_time[i].second);
             }
         }
-        if (keep.size() >= snaps.size()) break;
+        if (keep.size() >= snaps.size()) return std::nullopt;
         json md = metadata_;
         json kept_snaps = json::array();
         std::set<std::string> kept_manifests;
@@ -542,25 +627,29 @@ MaintenanceReport IcebergTable::maintain(const MaintenanceOptions& o) {
                 log.push_back(e);
             }
         }
-        const int n_expired = static_cast<int>(expired.size());
+        n_expired = static_cast<int>(expired.size());
         md["snapshots"] = std::move(kept_snaps);
         md["snapshot-log"] = std::move(log);
         md["last-updated-ms"] = std::max(now_ms(), md["last-updated-ms"].get<std::int64_t>());
-        if (commit_metadata(std::move(md), std::nullopt)) {
-            report.snapshots_expired = n_expired;
-            break;
-        }
-        candidates.clear();
-    }
-    // Only after the commit: until then a reader may still plan a scan from them.
+        return NextVersion{std::move(md), std::nullopt, {}};
+    };
+    if (!commit_with_retries("expire snapshots", build)) return {0, 0};
+    // Only once the expiry is known committed: until then a reader may still plan a scan from
+    // them, and if its outcome stays unknown they stay for the orphan clean-up.
+    int deleted = 0;
     for (const auto& f : candidates) {
         if (f.rfind(location_ + "/", 0) != 0) continue;  // never outside the table
         remove_quietly(f);
-        ++report.files_deleted;
+        ++deleted;
     }
+    return {n_expired, deleted};
+}
 
-    // 3. Orphans: files under the table's location that no metadata reachable from the current
-    //    version references (failed or killed commits), older than the safety margin.
+// Files under the table's location that no metadata reachable from the current version
+// references (failed or killed commits, commits whose outcome stayed unknown), older than the
+// safety margin.
+int IcebergTable::delete_orphans(const MaintenanceOptions& o) {
+    refresh();  // what is referenced now, whoever committed last
     std::set<std::string> referenced;
     referenced.insert(local_path(metadata_location_));
     for (const auto& e : metadata_["metadata-log"]) {
@@ -575,6 +664,7 @@ MaintenanceReport IcebergTable::maintain(const MaintenanceOptions& o) {
             }
         }
     }
+    int deleted = 0;
     const auto root = local_path(location_);
     const auto horizon =
         fs::file_time_type::clock::now() - std::chrono::milliseconds(o.orphan_min_age_ms);
@@ -587,10 +677,10 @@ MaintenanceReport IcebergTable::maintain(const MaintenanceOptions& o) {
             if (referenced.count(path) != 0) continue;
             if (entry.last_write_time() > horizon) continue;  // maybe a commit in progress
             std::error_code rm;
-            if (fs::remove(entry.path(), rm)) ++report.orphans_deleted;
+            if (fs::remove(entry.path(), rm)) ++deleted;
         }
     }
-    return report;
+    return deleted;
 }
 
 }  // namespace trackd::archive

@@ -3,12 +3,18 @@
 //
 // Every commit follows the spec's optimistic protocol: build the new metadata from the current
 // one, write it to a new file, swap the catalog pointer from base to new; when another writer
-// moved the pointer first, reload and rebuild on top of it. The table's properties carry the
-// archive's progress (trackd.archive-seq, kafka.offsets), and so does each archive snapshot's
-// summary, so the table itself says what it holds. One object per thread.
+// moved the pointer first, reload and rebuild on top of it. When the swap's outcome is unknown
+// (the answer to COMMIT was lost), the catalog is read back on a new connection and the outcome
+// decided from it; a file the new version references is deleted only when the swap is known not
+// to have happened. If the outcome cannot be learnt yet, CommitStateUnknown is thrown with every
+// file kept (the caller starts over from the table; orphan clean-up removes what nothing
+// references). The table's properties carry the archive's progress (trackd.archive-seq,
+// kafka.offsets), and so does each archive snapshot's summary, so the table itself says what it
+// holds. One object per thread.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -61,19 +67,51 @@ class IcebergTable {
     // Commits `files` as one append snapshot whose summary and the table properties say
     // `next`. `expected` is the progress the files continue from: if the table's progress is
     // not `expected.archived_seq` when committing (another archiver got there), nothing is
-    // committed and false is returned. Refreshes and retries on catalog conflicts.
+    // committed and false is returned: the files are referenced by nothing. Refreshes and
+    // retries on catalog conflicts. Throws CommitStateUnknown when a commit's outcome cannot be
+    // learnt: the files must be kept (they may be in the table).
     bool append(const std::vector<DataFile>& files, const Progress& expected, const Progress& next);
 
+    // The maintenance steps, in this order: merge_manifests, expire_snapshots, delete_orphans.
     MaintenanceReport maintain(const MaintenanceOptions& options);
+    // Merges the current snapshot's small data manifests into one (a "replace" snapshot) when it
+    // has more than options.max_manifests; returns how many were replaced.
+    int merge_manifests(const MaintenanceOptions& options);
+    // Expires old snapshots; after the commit deletes the files only they referenced. Returns
+    // (snapshots expired, files deleted).
+    std::pair<int, int> expire_snapshots(const MaintenanceOptions& options);
+    // Deletes files under data/ and metadata/ that the current version does not reference and
+    // that are older than options.orphan_min_age_ms; returns how many.
+    int delete_orphans(const MaintenanceOptions& options);
 
     // A new file name under the table's data/ directory for a day partition (URI, local path).
     std::pair<std::string, std::string> new_data_file(std::int32_t day) const;
 
   private:
     using json = nlohmann::ordered_json;
-    // Writes `next` as the following metadata version and swaps the catalog pointer; true on
-    // success, false when the base moved (caller refreshes and rebuilds).
-    bool commit_metadata(json next, const std::optional<CommitProgress>& progress);
+
+    // One new table version, built by a commit step on the current one.
+    struct NextVersion {
+        json metadata;
+        std::optional<CommitProgress> progress;
+        // Files written for this attempt only (URIs): deleted when it is known not committed.
+        std::vector<std::string> attempt_files;
+    };
+    // Builds the next version on metadata_ for attempt number `attempt`, or nullopt when there
+    // is nothing (left) to commit.
+    using Builder = std::function<std::optional<NextVersion>(int attempt)>;
+    enum class Swap { committed, not_committed };
+
+    // The optimistic commit loop every step shares: build, write, swap; on a conflict delete the
+    // attempt's files, refresh and build again. True when committed, false when `build` found
+    // nothing to do. Throws CommitStateUnknown (every file kept) when an outcome stays unknown.
+    bool commit_with_retries(const char* operation, const Builder& build);
+    // Writes `next` as the following metadata version and swaps the catalog pointer from
+    // metadata_location_ to it, learning the outcome from the catalog if the answer was lost.
+    Swap commit_metadata(json next, const std::optional<CommitProgress>& progress);
+    // After a lost answer: did the swap from `base` to `next` happen? Reads the catalog once no
+    // commit is in flight (new connection); throws CommitStateUnknown when it cannot tell.
+    Swap settle(const std::string& base, const std::string& next);
     json load_metadata(const std::string& location) const;
     std::string write_metadata_file(const json& metadata) const;
     void delete_dropped_metadata(const json& before, const json& after) const;

@@ -11,6 +11,9 @@ Prints `key=value` lines that the C++ test asserts on; exits non-zero only when 
            checks that every record field carries a field-id.
   table    the current metadata: snapshot count, manifests of the current snapshot.
   touch    commits a property change with PyIceberg (another writer of the same table).
+  files    every file the current metadata references (metadata log, each snapshot's manifest
+           list, manifests and data files) and how many are missing; the current snapshot id,
+           metadata location and progress, to compare with trackd.archive_progress.
 """
 import argparse
 import glob
@@ -165,6 +168,36 @@ def touch(args):
     print(f"metadata_location={catalog(args.pg).load_table(args.table).metadata_location}")
 
 
+def files(args):
+    table = catalog(args.pg).load_table(args.table)
+    md = table.metadata
+
+    def exists(uri):
+        return os.path.exists(uri.replace("file://", "", 1))
+
+    refs = {table.metadata_location}
+    refs.update(e.metadata_file for e in md.metadata_log)
+    for s in md.snapshots:
+        refs.add(s.manifest_list)
+        if not exists(s.manifest_list):
+            continue
+        for m in s.manifests(table.io):
+            refs.add(m.manifest_path)
+            if not exists(m.manifest_path):
+                continue
+            refs.update(e.data_file.file_path for e in m.fetch_manifest_entry(table.io))
+    missing = sorted(p for p in refs if not exists(p))
+    print(f"referenced_files={len(refs)}")
+    print(f"missing_files={len(missing)}")
+    for p in missing[:20]:
+        print(f"missing: {p}")
+    snapshot = table.current_snapshot()
+    print(f"snapshots={len(md.snapshots)}")
+    print(f"current_snapshot_id={snapshot.snapshot_id if snapshot else ''}")
+    print(f"metadata_location={table.metadata_location}")
+    print(f"property_archive_seq={table.properties.get('trackd.archive-seq', '')}")
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -179,8 +212,12 @@ def main():
     w = sub.add_parser("touch")
     w.add_argument("--pg", required=True)
     w.add_argument("--table", default="trackd.vehicle_positions")
+    f = sub.add_parser("files")
+    f.add_argument("--pg", required=True)
+    f.add_argument("--table", default="trackd.vehicle_positions")
     args = p.parse_args()
-    {"compare": compare, "avro": avro, "table": table_info, "touch": touch}[args.cmd](args)
+    {"compare": compare, "avro": avro, "table": table_info, "touch": touch,
+     "files": files}[args.cmd](args)
     return 0
 
 

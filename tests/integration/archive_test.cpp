@@ -9,6 +9,7 @@
 
 #include "support/archive_fixture.hpp"
 #include "support/ingest_harness.hpp"
+#include "support/pg_fault_proxy.hpp"
 
 namespace trackd::test {
 namespace {
@@ -19,6 +20,23 @@ std::int64_t query_int(const std::string& dsn, const std::string& sql) {
     db::Connection conn(dsn, "test");
     const auto v = conn.query(sql).get(0, 0);
     return v ? std::stoll(*v) : -1;
+}
+
+// Polls `sql` (one integer) until it returns `want`; false after `timeout`.
+bool wait_for_value(const std::string& dsn, const std::string& sql, std::int64_t want,
+                    std::chrono::seconds timeout) {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < until) {
+        if (query_int(dsn, sql) == want) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+}
+
+std::size_t count_of(const std::string& text, const std::string& what) {
+    std::size_t n = 0;
+    for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
 }
 
 bool wait_for_log(const std::string& path, const std::string& text, std::chrono::seconds timeout) {
@@ -326,6 +344,124 @@ TEST(Archive, MaintenanceAfter200CommitsExpiresMergesAndDeletesOrphans) {
     once = a.archive("--once");
     ASSERT_EQ(once.exit_code, 0) << once.output;
     expect_exact(a.check("compare"));
+}
+
+// The answer to the catalog's COMMIT is lost on the wire (tests/support/pg_fault_proxy.hpp: the
+// server commits, the proxy closes both sockets instead of forwarding "COMMIT"). The archiver
+// must learn the outcome from the catalog on a new connection, not guess it: before, it read the
+// catalog back on the broken connection, failed, and deleted the data files of a snapshot that
+// had committed. Only the catalog's own session ("trackd archive catalog") is cut; the
+// archiver's lock and history sessions go through the proxy untouched.
+TEST(Archive, LostCatalogCommitRepliesLoseNothing) {
+    TestDatabase db("archlost");
+    auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
+                         " migrate");
+    ASSERT_EQ(m.exit_code, 0) << m.output;
+    ArchiveFixture a(db.dsn(), "archlost");
+    const auto [host, port] = pg_endpoint(db.dsn());
+    PgFaultProxy proxy(host, port);
+    const std::map<std::string, std::string> through = {
+        {"TRACKD_PG_DSN", proxy.through(db.dsn())}, {"TRACKD_ARCHIVE_MAINTENANCE_INTERVAL_S", "0"}};
+
+    db::Connection conn(db.dsn(), "test writer");
+    auto insert_batch = [&](int partition) {
+        const auto batch =
+            std::stoll(conn.query("SELECT nextval('trackd.ingest_batch_id_seq')").at(0, 0));
+        conn.query(
+            "INSERT INTO trackd.vehicle_telemetry_history SELECT 'veh-' || g, now() - g * "
+            "interval '1 minute', ST_SetSRID(ST_MakePoint(13 + g * 0.001, 52, 0), 4326), NULL, "
+            "NULL, NULL, NULL, $1::bigint, $2::int, $1::bigint * 1000 + g FROM "
+            "generate_series(1, 25) g",
+            {std::to_string(batch), std::to_string(partition)});
+    };
+    const std::string all_archived =
+        "SELECT count(*) FROM trackd.ingest_batches WHERE archive_seq IS NULL OR archive_seq > "
+        "coalesce((SELECT archived_seq FROM trackd.archive_progress), -1)";
+
+    // The archiver loop; the replies to its first three catalog COMMITs are lost. One batch at a
+    // time, each archived before the next is written: one snapshot per batch, four in all.
+    constexpr int kCommits = 4;
+    constexpr int kLost = 3;
+    proxy.cut_commit_replies(kLost, "trackd archive catalog");
+    const std::string log = ::testing::TempDir() + "archlost-" + std::to_string(getpid()) + ".log";
+    fs::remove(log);
+    auto archiver = a.start_archiver(log, through);
+    for (int i = 0; i < kCommits; ++i) {
+        insert_batch(i % 2);
+        ASSERT_TRUE(wait_for_value(db.dsn(), all_archived, 0, std::chrono::seconds(120)))
+            << "batch " << i << "\n"
+            << IngestHarness::read_file(log);
+    }
+    EXPECT_EQ(proxy.cuts(), kLost);
+    ASSERT_TRUE(archiver->running()) << IngestHarness::read_file(log);
+    archiver->kill(SIGTERM);
+    EXPECT_EQ(archiver->wait(), 0);
+    const auto out = IngestHarness::read_file(log);
+    // Each lost reply was settled by reading the catalog back, and found committed: nothing was
+    // redone or thrown away, and the loop never had to start over.
+    EXPECT_EQ(count_of(out, "archive commit outcome unknown, reading the catalog back"), kLost)
+        << out;
+    EXPECT_EQ(count_of(out, "archive commit found committed after its reply was lost"), kLost)
+        << out;
+    EXPECT_EQ(count_of(out, "archive commit found not committed"), 0U) << out;
+    EXPECT_EQ(count_of(out, "archive failed, retrying"), 0U) << out;
+    EXPECT_EQ(count_of(out, "archive committed"), static_cast<std::size_t>(kCommits)) << out;
+
+    // `after_append`: the last commit was an archive snapshot (maintenance commits leave the
+    // mirror's metadata_location and snapshot_id at the last archive snapshot's).
+    auto expect_consistent = [&](const std::string& snapshots, bool after_append) {
+        const auto f = a.check("files");
+        ASSERT_TRUE(f.count("missing_files")) << "archive_check.py files failed";
+        EXPECT_EQ(f.at("missing_files"), "0") << "a file the table references was deleted";
+        EXPECT_GT(std::stoi(f.at("referenced_files")), 0);
+        EXPECT_EQ(f.at("snapshots"), snapshots) << "a snapshot of the same rows twice";
+        // The mirror the retention guard trusts says what the table says.
+        db::Connection c(db.dsn(), "test");
+        const auto p = c.query(
+            "SELECT archived_seq::text, metadata_location, snapshot_id::text FROM "
+            "trackd.archive_progress");
+        ASSERT_EQ(p.rows(), 1);
+        EXPECT_EQ(p.at(0, 0), f.at("property_archive_seq"));
+        EXPECT_EQ(p.at(0, 0), std::to_string(query_int(db.dsn(),
+                                                       "SELECT max(archive_seq) FROM "
+                                                       "trackd.ingest_batches")));
+        if (after_append) {
+            EXPECT_EQ(p.at(0, 1), f.at("metadata_location"));
+            EXPECT_EQ(p.at(0, 2), f.at("current_snapshot_id"));
+        }
+        expect_exact(a.check("compare"));
+    };
+    expect_consistent(std::to_string(kCommits), true);
+
+    // Maintenance through the proxy, the replies to both its commits (merge manifests, expire
+    // snapshots) lost: both found committed, the expired snapshots' manifest lists deleted after
+    // that, nothing the table references.
+    proxy.cut_commit_replies(2, "trackd archive catalog");
+    const auto r = a.archive("maintain", {{"TRACKD_PG_DSN", proxy.through(db.dsn())},
+                                          {"TRACKD_ARCHIVE_SNAPSHOT_MAX_AGE_S", "0"},
+                                          {"TRACKD_ARCHIVE_MIN_SNAPSHOTS_TO_KEEP", "2"},
+                                          {"TRACKD_ARCHIVE_MAX_MANIFESTS", "2"},
+                                          {"TRACKD_ARCHIVE_ORPHAN_MIN_AGE_S", "0"}});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(proxy.cuts(), kLost + 2);
+    EXPECT_EQ(count_of(r.output, "archive commit found committed after its reply was lost"), 2U)
+        << r.output;
+    EXPECT_NE(r.output.find("maintenance: 4 manifests merged, 3 snapshots expired, 3 files "
+                            "deleted, 0 orphans deleted"),
+              std::string::npos)
+        << r.output;
+    EXPECT_EQ(a.check("table").at("current_operation"), "replace");
+    expect_consistent("2", false);
+
+    // And archiving goes on on top, one more reply lost, with --once.
+    insert_batch(1);
+    proxy.cut_commit_replies(1, "trackd archive catalog");
+    const auto once = a.archive("--once", {{"TRACKD_PG_DSN", proxy.through(db.dsn())}});
+    ASSERT_EQ(once.exit_code, 0) << once.output;
+    EXPECT_EQ(proxy.cuts(), kLost + 3);
+    EXPECT_NE(once.output.find("archived 25 rows in 1 commits"), std::string::npos) << once.output;
+    expect_consistent("3", true);
+    expect_avro_ok(a.check("avro"));
 }
 
 }  // namespace
