@@ -10,10 +10,32 @@ cd "$repo"
 jobs="${TRACKD_BUILD_JOBS:-$(nproc)}"
 presets="${TRACKD_TEST_PRESETS:-release asan}"
 
-step() { printf '\n==== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
+# Each step's duration is printed at the end, so CI's output says where the time went.
+step_names=()
+step_starts=()
+step() {
+  printf '\n==== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"
+  step_names+=("$*")
+  step_starts+=("$(date +%s)")
+}
+step_summary() {
+  local end n i
+  end="$(date +%s)"
+  n=${#step_names[@]}
+  ((n == 0)) && return
+  echo
+  echo "==== time per step (s)"
+  for ((i = 0; i < n; i++)); do
+    local next=$end
+    ((i + 1 < n)) && next=${step_starts[i + 1]}
+    printf '%6d  %s\n' $((next - step_starts[i])) "${step_names[i]}"
+  done
+  printf '%6d  total\n' $((end - step_starts[0]))
+}
 
 on_exit() {
   local rc=$?
+  step_summary
   if [[ $rc -ne 0 ]]; then
     echo "test.sh: FAILED (exit $rc); service logs follow" >&2
     bash "$here/services.sh" logs >&2 || true

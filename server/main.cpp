@@ -63,10 +63,9 @@ Args parse_args(int argc, char** argv) {
             args.command = "help";
         } else if (args.command.empty() && v[i][0] != '-') {
             args.command = v[i];
-        } else if (args.command == "archive" && (v[i] == "--once" || v[i] == "maintain")) {
+        } else if ((args.command == "archive" && (v[i] == "--once" || v[i] == "maintain")) ||
+                   args.command == "audit") {  // audit::parse_options() judges its flags
             args.sub.push_back(v[i]);
-        } else if (args.command == "audit") {
-            args.sub.push_back(v[i]);  // audit::parse_options() judges them
         } else {
             throw trackd::core::ConfigError(v[i], "unknown argument (see trackd --help)");
         }

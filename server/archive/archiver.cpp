@@ -6,15 +6,15 @@
 
 #include <fmt/format.h>
 
-#include "trackd/archive/catalog.hpp"
 #include "trackd/core/log.hpp"
 #include "trackd/core/metrics.hpp"
+#include "trackd/core/pause_point.hpp"
 #include "trackd/db/connection.hpp"
 
+#include "catalog.hpp"
 #include "history_source.hpp"
 #include "iceberg_table.hpp"
 #include "parquet_file_writer.hpp"
-#include "pause_point.hpp"
 #include "table_schema.hpp"
 
 namespace trackd::archive {
@@ -172,7 +172,8 @@ struct Archiver::Impl {
                 off = std::max(off, row.kafka_offset + 1);
             });
             if (writer) files.push_back(writer->finish());
-            pause_point("data-files-written");
+            static core::PausePoint pause("TRACKD_TEST_ARCHIVE_PAUSE_AT", "archive");
+            pause.at("data-files-written");
             if (!table->append(files, before, next)) {
                 for (const auto& p : written) fs::remove(p);
                 return false;

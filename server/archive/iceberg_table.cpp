@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include "trackd/core/log.hpp"
+#include "trackd/core/pause_point.hpp"
 
-#include "pause_point.hpp"
 #include "table_schema.hpp"
 
 namespace trackd::archive {
@@ -259,7 +259,9 @@ IcebergTable::Swap IcebergTable::commit_metadata(json next,
     while (static_cast<int>(log.size()) > metadata_versions_max_) log.erase(log.begin());
     const auto base = metadata_location_;
     const auto uri = write_metadata_file(next);
-    pause_point("metadata-written");
+    // The crash tests stop the archiver at these steps (TRACKD_TEST_ARCHIVE_PAUSE_AT).
+    static core::PausePoint pause("TRACKD_TEST_ARCHIVE_PAUSE_AT", "archive");
+    pause.at("metadata-written");
     Swap swap = Swap::not_committed;
     try {
         swap = catalog_.commit(ident_, base, uri, progress) ? Swap::committed : Swap::not_committed;
@@ -282,7 +284,7 @@ IcebergTable::Swap IcebergTable::commit_metadata(json next,
         remove_quietly(uri);
         return swap;
     }
-    pause_point("committed");
+    pause.at("committed");
     const json before = std::move(metadata_);
     metadata_location_ = uri;
     metadata_ = std::move(next);

@@ -22,8 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "trackd/archive/catalog.hpp"
-
+#include "catalog.hpp"
 #include "manifest.hpp"
 
 namespace trackd::archive {

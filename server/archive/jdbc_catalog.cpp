@@ -3,10 +3,10 @@
 #include <type_traits>
 #include <utility>
 
-#include "trackd/archive/catalog.hpp"
+#include "trackd/core/pause_point.hpp"
 #include "trackd/db/connection.hpp"
 
-#include "pause_point.hpp"
+#include "catalog.hpp"
 
 namespace trackd::archive {
 namespace {
@@ -103,7 +103,8 @@ class JdbcCatalog final : public Catalog {
                                            : std::nullopt,
                      next});
             }
-            pause_point("catalog-transaction");
+            static core::PausePoint pause("TRACKD_TEST_ARCHIVE_PAUSE_AT", "archive");
+            pause.at("catalog-transaction");
             sent_commit = true;
             c.exec_script("COMMIT");
             return true;

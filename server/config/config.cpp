@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include <fmt/format.h>
 #include <toml++/toml.h>
 
 #include "trackd/core/error.hpp"
@@ -292,7 +293,7 @@ void apply_toml(Config& c, const toml::table& root) {
         if (table == nullptr) throw ConfigError(section, "expected a table [" + section + "]");
         for (const auto& [key_key, node] : *table) {
             const std::string key(key_key.str());
-            const std::string where = section + "." + key;
+            const std::string where = fmt::format("{}.{}", section, key);
             if (section == "http" && key == "tokens") {
                 const auto* tokens = node.as_table();
                 if (tokens == nullptr) throw ConfigError(where, "expected a table");
@@ -337,8 +338,8 @@ void apply_env(Config& c, const Environment& env) {
             std::transform(token_name.begin(), token_name.end(), token_name.begin(),
                            [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
             if (token_name.empty()) throw ConfigError(name, "names no token");
-            c.http.tokens[token_name] = parse_token(
-                value, std::string(kTokensPath) + "." + token_name + " (from " + name + ")");
+            c.http.tokens[token_name] =
+                parse_token(value, fmt::format("{}.{} (from {})", kTokensPath, token_name, name));
             continue;
         }
         const std::string rest = name.substr(7);

@@ -343,7 +343,7 @@ class Ingest final : public source::PartitionOwner {
 
     void handle(const source::Message& m, Clock::time_point now, std::int64_t now_us) {
         metrics_.consumed.inc();
-        inflight_bytes_ += m.payload.size();
+        inflight_bytes_ += static_cast<std::int64_t>(m.payload.size());
         auto decoded = decoder_.decode(m.payload);
         if (auto* r = std::get_if<core::Rejection>(&decoded)) return reject(m, std::move(*r), now);
         auto& msg = std::get<decode::DecodedMessage>(decoded);
@@ -454,7 +454,7 @@ class Ingest final : public source::PartitionOwner {
             } catch (...) {
                 fail(std::current_exception());
             }
-            inflight_bytes_ -= bytes;
+            inflight_bytes_ -= static_cast<std::int64_t>(bytes);
             {
                 const std::lock_guard lock(mutex_);
                 shard.committing = false;

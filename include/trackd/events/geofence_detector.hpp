@@ -77,6 +77,7 @@ Detection detect(const std::map<std::string, ZoneState>& previous, const std::ve
 struct OrderKey {
     std::int64_t recorded_at_us = 0;
     std::int64_t offset = 0;
+    // NOLINTNEXTLINE(modernize-use-nullptr): clang-tidy 14 misreads a defaulted <=>
     auto operator<=>(const OrderKey&) const = default;
 };
 

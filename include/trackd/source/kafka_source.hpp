@@ -51,8 +51,8 @@ class KafkaSource final : public Source {
 
   private:
     static void rebalance_cb(rd_kafka_s* rk, int err, void* partitions, void* opaque);
-    void on_rebalance(int err, void* partitions);
-    void handle_rebalance(int err, void* partitions);
+    void on_rebalance(int err, void* raw);
+    void handle_rebalance(int err, void* raw);
     void check_start(std::int32_t partition, std::int64_t offset);
     void release_message();
     void refresh_lag();

@@ -38,9 +38,9 @@ core::metrics::Counter& dead_letters_replayed() {
 
 std::int64_t interval_us(const std::string& interval) {
     if (interval == "hour") return kHourUs;
-    if (interval == "day") return 24 * kHourUs;
-    if (interval == "week") return 7 * 24 * kHourUs;
-    return 31 * 24 * kHourUs;  // month: an upper bound is enough to look ahead
+    if (interval == "day") return kHourUs * 24;
+    if (interval == "week") return kHourUs * 24 * 7;
+    return kHourUs * 24 * 31;  // month: an upper bound is enough to look ahead
 }
 
 // Rows of history and of the current-state staging table have the same ten columns:

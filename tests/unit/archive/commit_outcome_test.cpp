@@ -13,8 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "trackd/archive/catalog.hpp"
-
+#include "catalog.hpp"
 #include "iceberg_table.hpp"
 
 namespace trackd::archive {
