@@ -12,7 +12,6 @@
 // items_per_second is messages/s on one core. BM_DecodeValidateNoLatest (fleet mix only) leaves
 // out the latest-position map, BM_Decode validation too: the differences are their shares.
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -24,6 +23,7 @@
 #include <benchmark/benchmark.h>
 
 #include "trackd/config/config.hpp"
+#include "trackd/core/time.hpp"
 #include "trackd/decode/decoder.hpp"
 #include "trackd/validate/validator.hpp"
 
@@ -40,15 +40,9 @@ struct Corpus {
     std::size_t bytes = 0;
 };
 
-std::int64_t wall_ms() {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
-
 Corpus fleet_corpus(bool with_bad) {
     using namespace trackd::fleet;
-    const std::int64_t now = wall_ms();
+    const std::int64_t now = trackd::core::now_us() / 1000;
     const std::int64_t rounds = (kFleetMessages + kVehicles - 1) / kVehicles;
     GeneratorConfig gc;
     gc.vehicles = kVehicles;

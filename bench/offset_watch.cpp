@@ -20,16 +20,12 @@
 
 #include <libpq-fe.h>
 
+#include "trackd/core/time.hpp"
+
 namespace {
 
 std::atomic<bool> g_stop{false};
 extern "C" void on_signal(int /*sig*/) { g_stop.store(true); }
-
-std::int64_t epoch_us() {
-    return std::chrono::duration_cast<std::chrono::microseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
 
 int usage() {
     std::fprintf(stderr,
@@ -92,7 +88,7 @@ int main(int argc, char** argv) {
         "WHERE consumer_group = $1 AND topic = $2";
 
     std::map<int, long long> seen;
-    const std::int64_t started = epoch_us();
+    const std::int64_t started = trackd::core::now_us();
     std::int64_t previous_poll = started;
     std::int64_t first_commit = 0;
     long long first_commit_messages = 0;
@@ -101,7 +97,7 @@ int main(int argc, char** argv) {
     int rc = 1;
     auto next = std::chrono::steady_clock::now();
     while (!g_stop.load()) {
-        const std::int64_t now = epoch_us();
+        const std::int64_t now = trackd::core::now_us();
         if (static_cast<double>(now - started) / 1e6 > timeout_s) {
             std::fprintf(stderr, "trackd-bench-watch: timeout after %.0f s\n", timeout_s);
             break;
@@ -142,7 +138,7 @@ int main(int argc, char** argv) {
         std::this_thread::sleep_until(next);
     }
     if (g_stop.load() && total < 0) rc = 0;
-    if (done == 0) done = epoch_us();
+    if (done == 0) done = trackd::core::now_us();
     if (log != nullptr) std::fclose(log);
     PQfinish(conn);
     std::printf(

@@ -41,6 +41,11 @@ bool DbError::connection_lost() const noexcept {
            sqlstate_ == "57P02" || sqlstate_ == "57P03";
 }
 
+bool DbError::retryable() const noexcept {
+    return connection_lost() || sqlstate_.rfind("40", 0) == 0 || sqlstate_.rfind("53", 0) == 0 ||
+           sqlstate_ == "55P03" || sqlstate_ == "57014";
+}
+
 Result::Result(pg_result* res) : res_(res) {}
 Result::~Result() {
     if (res_ != nullptr) PQclear(res_);

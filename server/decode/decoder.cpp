@@ -12,9 +12,9 @@
 #include <simdjson.h>
 
 #include "trackd/core/error.hpp"
+#include "trackd/core/time.hpp"
 
 #include "json_check.hpp"
-#include "timestamp.hpp"
 
 namespace trackd::decode {
 namespace {
@@ -22,6 +22,10 @@ namespace {
 namespace od = simdjson::ondemand;
 using core::Reason;
 using core::Rejection;
+
+// Epoch milliseconds accepted: 1970-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z.
+constexpr std::int64_t kMaxEpochMs = 253402300799999;
+static_assert((core::days_from_civil(9999, 12, 31) + 1) * 86400000 - 1 == kMaxEpochMs);
 
 // Quoted values in details are cut to about this many bytes.
 constexpr std::size_t kMaxQuoted = 60;
@@ -458,16 +462,16 @@ class MessageReader {
             std::optional<std::string_view> s;
             if (!read_string("timestamp", v, token, s)) return false;
             std::int64_t us = 0;
-            switch (parse_rfc3339(*s, us)) {
-                case TimestampStatus::ok:
+            switch (core::parse_rfc3339(*s, us)) {
+                case core::Rfc3339Status::ok:
                     recorded_at_us_ = us;
                     return true;
-                case TimestampStatus::syntax:
+                case core::Rfc3339Status::syntax:
                     return problem(Reason::bad_timestamp,
                                    fmt::format("timestamp: {} is neither RFC 3339 nor epoch "
                                                "milliseconds",
                                                shorten(token)));
-                case TimestampStatus::out_of_range:
+                case core::Rfc3339Status::out_of_range:
                     return problem(
                         Reason::bad_timestamp,
                         fmt::format("timestamp: {} is not a valid date and time", shorten(token)));

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <system_error>
 
+#include "trackd/core/hex.hpp"
+
 namespace trackd::decode {
 namespace {
 
@@ -15,13 +17,6 @@ bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 bool is_delimiter(char c) { return is_ws(c) || c == ',' || c == ']' || c == '}' || c == ':'; }
-
-int hex_value(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
 
 // The parts of a JSON number, as far as the grammar is concerned.
 struct NumberParts {
@@ -266,7 +261,7 @@ class Checker {
         if (end_ - p_ < 6) return false;
         int v = 0;
         for (int i = 2; i < 6; ++i) {
-            const int h = hex_value(p_[i]);
+            const int h = core::hex_digit_value(p_[i]);
             if (h < 0) return false;
             v = v * 16 + h;
         }

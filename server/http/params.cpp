@@ -6,57 +6,12 @@
 
 #include <fmt/format.h>
 
+#include "trackd/core/time.hpp"
+
 #include "problem.hpp"
 
 namespace trackd::http {
 namespace {
-
-// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
-std::int64_t days_from_civil(std::int64_t y, unsigned m, unsigned d) {
-    y -= m <= 2 ? 1 : 0;
-    const std::int64_t era = (y >= 0 ? y : y - 399) / 400;
-    const auto yoe = static_cast<unsigned>(y - era * 400);
-    const unsigned doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
-    const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + static_cast<std::int64_t>(doe) - 719468;
-}
-
-struct Civil {
-    std::int64_t y;
-    unsigned m;
-    unsigned d;
-};
-
-Civil civil_from_days(std::int64_t z) {
-    z += 719468;
-    const std::int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-    const auto doe = static_cast<unsigned>(z - era * 146097);
-    const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    const std::int64_t y = static_cast<std::int64_t>(yoe) + era * 400;
-    const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    const unsigned mp = (5 * doy + 2) / 153;
-    const unsigned d = doy - (153 * mp + 2) / 5 + 1;
-    const unsigned m = mp < 10 ? mp + 3 : mp - 9;
-    return {y + (m <= 2 ? 1 : 0), m, d};
-}
-
-bool leap(std::int64_t y) { return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0; }
-
-unsigned days_in_month(std::int64_t y, unsigned m) {
-    static constexpr unsigned kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-    return m == 2 && leap(y) ? 29 : kDays[m - 1];
-}
-
-// Reads exactly `n` digits at `pos`.
-bool digits(const std::string& s, std::size_t pos, std::size_t n, int& out) {
-    if (pos + n > s.size()) return false;
-    out = 0;
-    for (std::size_t i = pos; i < pos + n; ++i) {
-        if (s[i] < '0' || s[i] > '9') return false;
-        out = out * 10 + (s[i] - '0');
-    }
-    return true;
-}
 
 std::vector<std::string> split(const std::string& s, char sep) {
     std::vector<std::string> out;
@@ -159,90 +114,36 @@ int parse_limit(const QueryParams& q, int fallback, int max) {
 }
 
 std::int64_t parse_rfc3339(const std::string& name, const std::string& s) {
-    const auto fail = [&]() -> std::int64_t {
-        bad_parameter(name, "'" + s +
-                                "' is not an RFC 3339 date-time (e.g. 2026-11-30T01:02:03Z or "
-                                "2026-11-30T02:02:03.5+01:00)");
-    };
-    int y = 0;
-    int mo = 0;
-    int d = 0;
-    int h = 0;
-    int mi = 0;
-    int sec = 0;
-    if (!digits(s, 0, 4, y) || s.size() < 20 || s[4] != '-' || !digits(s, 5, 2, mo) ||
-        s[7] != '-' || !digits(s, 8, 2, d) || (s[10] != 'T' && s[10] != 't' && s[10] != ' ') ||
-        !digits(s, 11, 2, h) || s[13] != ':' || !digits(s, 14, 2, mi) || s[16] != ':' ||
-        !digits(s, 17, 2, sec)) {
-        return fail();
+    // PostgreSQL has no year 0 and its leap second would come back as the next minute: both are
+    // refused here, so that what is bound reads back unchanged.
+    constexpr core::Rfc3339Rules kRules{.leap_second = false, .year_zero = false};
+    std::int64_t us = 0;
+    switch (core::parse_rfc3339(s, us, kRules)) {
+        case core::Rfc3339Status::ok:
+            break;
+        case core::Rfc3339Status::syntax:
+            bad_parameter(name, "'" + s +
+                                    "' is not an RFC 3339 date-time (e.g. 2026-11-30T01:02:03Z or "
+                                    "2026-11-30T02:02:03.5+01:00)");
+        case core::Rfc3339Status::out_of_range:
+            bad_parameter(name, "'" + s + "' is not a possible date and time");
     }
-    if (y < 1 || mo < 1 || mo > 12 || d < 1 ||
-        static_cast<unsigned>(d) > days_in_month(y, static_cast<unsigned>(mo)) || h > 23 ||
-        mi > 59 || sec > 59) {
-        bad_parameter(name, "'" + s + "' is not a possible date and time");
-    }
-    std::size_t pos = 19;
-    std::int64_t frac_us = 0;
-    if (pos < s.size() && s[pos] == '.') {
-        ++pos;
-        std::size_t n = 0;
-        std::int64_t scale = 100000;
-        while (pos < s.size() && s[pos] >= '0' && s[pos] <= '9') {
-            if (n < 6) {
-                frac_us += (s[pos] - '0') * scale;
-                scale /= 10;
-            }
-            ++pos;
-            ++n;
-        }
-        if (n == 0 || n > 9) return fail();
-    }
-    std::int64_t offset_s = 0;
-    if (pos < s.size() && (s[pos] == 'Z' || s[pos] == 'z')) {
-        ++pos;
-    } else if (pos < s.size() && (s[pos] == '+' || s[pos] == '-')) {
-        int oh = 0;
-        int om = 0;
-        if (!digits(s, pos + 1, 2, oh) || pos + 3 >= s.size() || s[pos + 3] != ':' ||
-            !digits(s, pos + 4, 2, om) || oh > 23 || om > 59) {
-            return fail();
-        }
-        offset_s = (s[pos] == '+' ? 1 : -1) * (oh * 3600 + om * 60);
-        pos += 6;
-    } else {
-        return fail();
-    }
-    if (pos != s.size()) return fail();
-    const std::int64_t days =
-        days_from_civil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d));
-    const std::int64_t secs = days * 86400 + h * 3600 + mi * 60 + sec - offset_s;
     // An offset may carry 0001-01-01 or 9999-12-31 out of the years PostgreSQL reads back.
-    static const std::int64_t kMin = days_from_civil(1, 1, 1) * 86400;
-    static const std::int64_t kMax = days_from_civil(10000, 1, 1) * 86400;
-    if (secs < kMin || secs >= kMax) bad_parameter(name, "'" + s + "' is outside years 1..9999");
-    return secs * 1000000 + frac_us;
+    constexpr std::int64_t kEnd = core::days_from_civil(10000, 1, 1) * 86400 * 1000000;
+    if (us < earliest_time_us() || us >= kEnd) {
+        bad_parameter(name, "'" + s + "' is outside years 1..9999");
+    }
+    return us;
 }
 
-std::int64_t earliest_time_us() { return days_from_civil(1, 1, 1) * 86400 * 1000000; }
+std::int64_t earliest_time_us() { return core::days_from_civil(1, 1, 1) * 86400 * 1000000; }
 
 std::string format_rfc3339(std::int64_t us) {
-    std::int64_t secs = us / 1000000;
-    std::int64_t frac = us % 1000000;
-    if (frac < 0) {
-        frac += 1000000;
-        secs -= 1;
-    }
-    std::int64_t days = secs / 86400;
-    std::int64_t rem = secs % 86400;
-    if (rem < 0) {
-        rem += 86400;
-        days -= 1;
-    }
-    const Civil c = civil_from_days(days);
-    std::string out = fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}", c.y, c.m, c.d, rem / 3600,
-                                  rem / 60 % 60, rem % 60);
-    if (frac != 0) {
-        std::string f = fmt::format("{:06}", frac);
+    const core::CivilTime t = core::civil_time_from_us(us);
+    std::string out = fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}", t.date.year, t.date.month,
+                                  t.date.day, t.hour, t.minute, t.second);
+    if (t.microsecond != 0) {
+        std::string f = fmt::format("{:06}", t.microsecond);
         while (f.back() == '0') f.pop_back();
         out += "." + f;
     }

@@ -135,10 +135,8 @@ Response Router::handle_unmeasured(const Request& req, Matched& matched) const {
     } catch (const db::DbError& e) {
         core::log::error("http: database error",
                          {{"path", req.path}, {"sqlstate", e.sqlstate()}, {"error", e.what()}});
-        const bool transient = e.connection_lost() || e.sqlstate().rfind("53", 0) == 0 ||
-                               e.sqlstate().rfind("40", 0) == 0 || e.sqlstate() == "55P03";
         return problem_response(
-            transient
+            e.retryable()
                 ? Problem{ProblemKind::unavailable, "the database is busy; retry", ""}
                 : Problem{ProblemKind::internal, "a database error occurred; it was logged", ""},
             req.path);

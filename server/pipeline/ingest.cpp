@@ -33,14 +33,6 @@ std::int64_t now_unix_us() {
         .count();
 }
 
-// Errors worth retrying the batch for: the connection is gone, or the server asks us to try
-// again (serialization failure, deadlock, lock timeout, out of resources).
-bool retryable(const db::DbError& e) {
-    const auto& s = e.sqlstate();
-    return e.connection_lost() || s.rfind("40", 0) == 0 || s.rfind("53", 0) == 0 || s == "55P03" ||
-           s == "57014";
-}
-
 // A batch on its way to the database, with the fence of each of its partitions as it was
 // read: the owner epoch (a batch read before a partition was re-claimed is fenced by the
 // database) and the stored offset the batch starts from (a batch is never stored twice).
@@ -300,7 +292,7 @@ class Ingest final : public source::PartitionOwner {
                 fn();
                 return;
             } catch (const db::DbError& e) {
-                if (!retryable(e)) {
+                if (!e.retryable()) {
                     metrics_.db_errors_fatal.inc();
                     throw;
                 }

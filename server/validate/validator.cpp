@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 #include <geodesic.h>
 
+#include "trackd/core/time.hpp"
+
 #include "crs_transformer.hpp"
 #include "wkb_reader.hpp"
 
@@ -34,26 +36,9 @@ std::int64_t seconds_to_us(std::int64_t s) {
 
 // "2024-05-01T12:00:00Z" (whole seconds, rounded down), for details.
 std::string format_time(std::int64_t us) {
-    std::int64_t s = us / 1'000'000;
-    if (us % 1'000'000 < 0) --s;
-    std::int64_t days = s / 86400;
-    std::int64_t rem = s % 86400;
-    if (rem < 0) {
-        rem += 86400;
-        --days;
-    }
-    // civil_from_days (Howard Hinnant).
-    const std::int64_t z = days + 719468;
-    const std::int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-    const auto doe = static_cast<unsigned>(z - era * 146097);
-    const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    const unsigned mp = (5 * doy + 2) / 153;
-    const unsigned d = doy - (153 * mp + 2) / 5 + 1;
-    const unsigned m = mp < 10 ? mp + 3 : mp - 9;
-    const std::int64_t y = static_cast<std::int64_t>(yoe) + era * 400 + (m <= 2 ? 1 : 0);
-    return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", y, m, d, rem / 3600, rem % 3600 / 60,
-                       rem % 60);
+    const core::CivilTime t = core::civil_time_from_us(us);
+    return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", t.date.year, t.date.month,
+                       t.date.day, t.hour, t.minute, t.second);
 }
 
 std::string shorten(std::string_view s) {

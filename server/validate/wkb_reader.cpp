@@ -5,16 +5,10 @@
 #include <geos_c.h>
 
 #include "trackd/core/error.hpp"
+#include "trackd/core/hex.hpp"
 
 namespace trackd::validate {
 namespace {
-
-int hex_value(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
 
 const char* type_name(int type) {
     switch (type) {
@@ -65,14 +59,9 @@ WkbReader::Status WkbReader::read_point(std::string_view hex, Point& out, std::s
         return Status::bad_wkb;
     }
     bytes_.resize(hex.size() / 2);
-    for (std::size_t i = 0; i < bytes_.size(); ++i) {
-        const int hi = hex_value(hex[2 * i]);
-        const int lo = hex_value(hex[2 * i + 1]);
-        if (hi < 0 || lo < 0) {
-            why = "not hexadecimal";
-            return Status::bad_wkb;
-        }
-        bytes_[i] = static_cast<unsigned char>(hi * 16 + lo);
+    if (!core::decode_hex(hex, bytes_)) {
+        why = "not hexadecimal";
+        return Status::bad_wkb;
     }
     error_.clear();
     GEOSGeometry* geom = GEOSWKBReader_read_r(ctx_, reader_, bytes_.data(), bytes_.size());

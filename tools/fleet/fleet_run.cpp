@@ -13,6 +13,8 @@
 
 #include <fmt/format.h>
 
+#include "trackd/core/time.hpp"
+
 #include "fleet_generator.hpp"
 #include "fleet_producer.hpp"
 #include "manifest_writer.hpp"
@@ -62,7 +64,7 @@ Timeline place_timeline(const FleetOptions& o) {
         static_cast<std::int64_t>(std::min(rounds * static_cast<double>(o.interval_ms), 1e15));
     // How long sending takes in wall time (0 when unthrottled: assume it is quick).
     const auto wall_ms = static_cast<std::int64_t>(o.rate > 0 ? expected / o.rate * 1000 : 0);
-    const std::int64_t now = now_epoch_ms();
+    const std::int64_t now = core::now_us() / 1000;
     Timeline t;
     if (o.start_ms) {
         t.start_ms = *o.start_ms == kStartNow ? now : *o.start_ms;

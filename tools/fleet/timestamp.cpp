@@ -2,35 +2,17 @@
 
 #include <chrono>
 
+#include "trackd/core/time.hpp"
+
 namespace trackd::fleet {
 namespace {
 
 using std::chrono::days;
 using std::chrono::milliseconds;
-using std::chrono::sys_days;
 
 void put2(char* out, unsigned v) {
     out[0] = static_cast<char>('0' + v / 10);
     out[1] = static_cast<char>('0' + v % 10);
-}
-
-// Reads exactly n digits at text[pos]; advances pos.
-std::optional<int> digits(std::string_view text, std::size_t& pos, std::size_t n) {
-    if (pos + n > text.size()) return std::nullopt;
-    int v = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-        const char c = text[pos + i];
-        if (c < '0' || c > '9') return std::nullopt;
-        v = v * 10 + (c - '0');
-    }
-    pos += n;
-    return v;
-}
-
-bool expect(std::string_view text, std::size_t& pos, std::string_view chars) {
-    if (pos >= text.size() || chars.find(text[pos]) == std::string_view::npos) return false;
-    ++pos;
-    return true;
 }
 
 }  // namespace
@@ -69,60 +51,9 @@ std::string to_rfc3339_ms(std::int64_t epoch_ms) {
 }
 
 std::optional<std::int64_t> parse_rfc3339_ms(std::string_view text) {
-    std::size_t pos = 0;
-    const auto year = digits(text, pos, 4);
-    if (!year || !expect(text, pos, "-")) return std::nullopt;
-    const auto month = digits(text, pos, 2);
-    if (!month || !expect(text, pos, "-")) return std::nullopt;
-    const auto day = digits(text, pos, 2);
-    if (!day || !expect(text, pos, "Tt ")) return std::nullopt;
-    const auto hour = digits(text, pos, 2);
-    if (!hour || !expect(text, pos, ":")) return std::nullopt;
-    const auto minute = digits(text, pos, 2);
-    if (!minute || !expect(text, pos, ":")) return std::nullopt;
-    const auto second = digits(text, pos, 2);
-    if (!second) return std::nullopt;
-    int ms = 0;
-    if (pos < text.size() && text[pos] == '.') {
-        ++pos;
-        int scale = 100;
-        const std::size_t first = pos;
-        while (pos < text.size() && text[pos] >= '0' && text[pos] <= '9') {
-            ms += (text[pos] - '0') * scale;
-            scale /= 10;
-            ++pos;
-        }
-        if (pos == first) return std::nullopt;
-    }
-    int offset_min = 0;
-    if (pos < text.size() && (text[pos] == 'Z' || text[pos] == 'z')) {
-        ++pos;
-    } else if (pos < text.size() && (text[pos] == '+' || text[pos] == '-')) {
-        const int sign = text[pos] == '-' ? -1 : 1;
-        ++pos;
-        const auto oh = digits(text, pos, 2);
-        if (!oh || !expect(text, pos, ":")) return std::nullopt;
-        const auto om = digits(text, pos, 2);
-        if (!om || *oh > 23 || *om > 59) return std::nullopt;
-        offset_min = sign * (*oh * 60 + *om);
-    } else {
-        return std::nullopt;
-    }
-    if (pos != text.size()) return std::nullopt;
-
-    const std::chrono::year_month_day ymd{std::chrono::year(*year),
-                                          std::chrono::month(static_cast<unsigned>(*month)),
-                                          std::chrono::day(static_cast<unsigned>(*day))};
-    if (!ymd.ok() || *hour > 23 || *minute > 59 || *second > 60) return std::nullopt;
-    const std::int64_t day_ms =
-        std::chrono::duration_cast<milliseconds>(sys_days(ymd).time_since_epoch()).count();
-    return day_ms + ((*hour * 60 + *minute - offset_min) * 60 + *second) * 1000LL + ms;
-}
-
-std::int64_t now_epoch_ms() {
-    return std::chrono::duration_cast<milliseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
+    std::int64_t us = 0;
+    if (core::parse_rfc3339(text, us) != core::Rfc3339Status::ok) return std::nullopt;
+    return us / 1000 - (us % 1000 < 0 ? 1 : 0);
 }
 
 }  // namespace trackd::fleet

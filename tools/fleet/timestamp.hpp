@@ -17,11 +17,8 @@ void format_rfc3339_ms(std::int64_t epoch_ms, char* out);
 
 std::string to_rfc3339_ms(std::int64_t epoch_ms);
 
-// Parses "YYYY-MM-DDTHH:MM:SS[.fraction](Z|+HH:MM|-HH:MM)"; fraction digits past milliseconds
-// are dropped. nullopt when the text is not such a timestamp.
+// Parses an RFC 3339 timestamp as trackd's decoder reads it (core::parse_rfc3339), rounded down
+// to milliseconds. nullopt when the decoder would refuse it.
 std::optional<std::int64_t> parse_rfc3339_ms(std::string_view text);
-
-// Wall-clock milliseconds since the Unix epoch.
-std::int64_t now_epoch_ms();
 
 }  // namespace trackd::fleet

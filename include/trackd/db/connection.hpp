@@ -28,6 +28,11 @@ class DbError : public std::runtime_error {
     // The connection is gone (class 08, admin shutdown 57P01..57P03, or no SQLSTATE at all):
     // reconnecting and retrying is the remedy.
     [[nodiscard]] bool connection_lost() const noexcept;
+    // Running the work again may succeed: the connection is lost, or the server asks to try again
+    // (class 40: serialization failure, deadlock; class 53: out of resources; 55P03: lock not
+    // available; 57014: statement timeout or cancel). The one retry rule: the ingest retries its
+    // batch, the HTTP API answers 503.
+    [[nodiscard]] bool retryable() const noexcept;
 
   private:
     std::string sqlstate_;
