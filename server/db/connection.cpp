@@ -149,6 +149,23 @@ Result Connection::query(const std::string& sql, const Params& params) {
     return Result(res);
 }
 
+void Connection::prepare(const std::string& name, const std::string& sql) {
+    PGresult* res = PQprepare(conn_, name.c_str(), sql.c_str(), 0, nullptr);
+    if (PQresultStatus(res) != PGRES_COMMAND_OK) throw_result_error(conn_, res);
+    PQclear(res);
+}
+
+Result Connection::query_prepared(const std::string& name, const Params& params) {
+    std::vector<const char*> values;
+    values.reserve(params.size());
+    for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+    PGresult* res = PQexecPrepared(conn_, name.c_str(), static_cast<int>(values.size()),
+                                   values.data(), nullptr, nullptr, 0);
+    const auto status = PQresultStatus(res);
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) throw_result_error(conn_, res);
+    return Result(res);
+}
+
 void Connection::copy_start(const std::string& copy_sql) {
     PGresult* res = PQexec(conn_, copy_sql.c_str());
     if (PQresultStatus(res) != PGRES_COPY_IN) throw_result_error(conn_, res);

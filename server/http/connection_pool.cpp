@@ -4,14 +4,12 @@
 #include <functional>
 
 #include <fmt/format.h>
-#include <libpq-fe.h>
 
 #include "trackd/core/log.hpp"
 
 #include "problem.hpp"
 
 namespace trackd::http {
-namespace {}  // namespace
 
 Statement statement_for(const std::string& sql) {
     return {fmt::format("trackd_api_{:016x}", std::hash<std::string>{}(sql)), sql};
@@ -65,21 +63,11 @@ void ConnectionPool::connect(Slot& slot) {
 }
 
 db::Result ConnectionPool::execute(Slot& slot, const Statement& st, const db::Params& params) {
-    pg_conn* raw = slot.conn->raw();
     if (slot.prepared.count(st.name) == 0) {
-        PGresult* res = PQprepare(raw, st.name.c_str(), st.sql.c_str(), 0, nullptr);
-        if (PQresultStatus(res) != PGRES_COMMAND_OK) db::throw_result_error(raw, res);
-        PQclear(res);
+        slot.conn->prepare(st.name, st.sql);
         slot.prepared.insert(st.name);
     }
-    std::vector<const char*> values;
-    values.reserve(params.size());
-    for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
-    PGresult* res = PQexecPrepared(raw, st.name.c_str(), static_cast<int>(values.size()),
-                                   values.data(), nullptr, nullptr, 0);
-    const auto status = PQresultStatus(res);
-    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) db::throw_result_error(raw, res);
-    return db::Result(res);
+    return slot.conn->query_prepared(st.name, params);
 }
 
 db::Result ConnectionPool::run(const Statement& statement, const db::Params& params) {

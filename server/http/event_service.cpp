@@ -4,9 +4,10 @@
 
 #include "trackd/events/counters.hpp"
 
-#include "feature_writer.hpp"
+#include "feature_page.hpp"
 #include "params.hpp"
 #include "problem.hpp"
+#include "sql_builder.hpp"
 
 namespace trackd::http {
 namespace {
@@ -106,7 +107,8 @@ Response EventService::vehicle_events(const Request& req, const std::string& veh
 Response EventService::list(const Request& req, const char* key_column, const std::string& key) {
     const auto& q = req.query;
     q.only({"from", "to", "limit", "after"});
-    const int limit = parse_limit(q, kDefaultLimit, ctx_.http.max_limit);
+    const FeaturePage page(req, ctx_.fallback_host,
+                           parse_limit(q, kDefaultLimit, ctx_.http.max_limit));
     std::optional<std::int64_t> from;
     std::optional<std::int64_t> to;
     if (const auto t = q.get("from")) from = parse_rfc3339("from", *t);
@@ -129,25 +131,9 @@ Response EventService::list(const Request& req, const char* key_column, const st
             "trackd.geofence_events WHERE event_id = " +
             id + "::int8)";
     }
-    sql += " ORDER BY event_time, event_id LIMIT " + sql.bind(std::to_string(limit + 1));
+    sql += " ORDER BY event_time, event_id LIMIT " + sql.bind(page.fetch_limit());
     const auto r = ctx_.pool.run(statement_for(sql.sql()), sql.params());
-    const int n = std::min(r.rows(), limit);
-    JsonWriter w;
-    w.begin_object();
-    w.key("type").value("FeatureCollection");
-    w.key("features").begin_array();
-    for (int i = 0; i < n; ++i) write_event(w, r, i);
-    w.end_array();
-    w.key("numberReturned").value(n);
-    w.key("links").begin_array();
-    write_link(w, "self", "application/geo+json", url_with(req, ctx_.fallback_host, {}));
-    if (r.rows() > limit) {
-        write_link(w, "next", "application/geo+json",
-                   url_with(req, ctx_.fallback_host, {{"after", r.at(n - 1, 0)}}));
-    }
-    w.end_array();
-    w.end_object();
-    return geojson_response(w.take());
+    return page.respond(r, [&r](JsonWriter& w, int row) { write_event(w, r, row); });
 }
 
 std::int64_t EventService::latest_event_id() {

@@ -1,10 +1,5 @@
 #include "feature_writer.hpp"
 
-#include <algorithm>
-#include <cctype>
-
-#include <fmt/format.h>
-
 #include "params.hpp"
 
 namespace trackd::http {
@@ -104,67 +99,6 @@ void write_geofence(JsonWriter& w, const db::Result& r, int row) {
     w.key("dwell_s").number_text(r.at(row, 5));
     w.end_object();
     w.end_object();
-}
-
-std::string SqlBuilder::bind(std::string value) {
-    params_.emplace_back(std::move(value));
-    return "$" + std::to_string(params_.size());
-}
-
-std::string base_url(const Request& req, const std::string& fallback_host) {
-    const auto& h = req.host;
-    const bool plausible =
-        !h.empty() && h.size() <= 255 && std::all_of(h.begin(), h.end(), [](unsigned char c) {
-            return std::isalnum(c) != 0 || c == '.' || c == '-' || c == ':' || c == '[' ||
-                   c == ']' || c == '_';
-        });
-    return "http://" + (plausible ? h : fallback_host);
-}
-
-std::string url_with(const Request& req, const std::string& fallback_host,
-                     const std::vector<std::pair<std::string, std::string>>& changes) {
-    std::vector<std::pair<std::string, std::string>> items = req.query.items();
-    for (const auto& change : changes) {
-        // Not a structured binding: clang 14 cannot capture those in a lambda.
-        const std::string& name = change.first;
-        std::erase_if(items, [&](const auto& kv) { return kv.first == name; });
-        if (!change.second.empty()) items.emplace_back(name, change.second);
-    }
-    std::string url = base_url(req, fallback_host);
-    for (const auto& seg : req.segments) url += "/" + percent_encode(seg);
-    if (req.segments.empty()) url += "/";
-    char sep = '?';
-    for (const auto& [k, v] : items) {
-        url += sep + percent_encode(k) + "=" + percent_encode(v);
-        sep = '&';
-    }
-    return url;
-}
-
-void write_link(JsonWriter& w, const std::string& rel, const std::string& type,
-                const std::string& href, const std::string& title) {
-    w.begin_object();
-    w.key("href").value(href);
-    w.key("rel").value(rel);
-    w.key("type").value(type);
-    if (!title.empty()) w.key("title").value(title);
-    w.end_object();
-}
-
-Response json_response(std::string body, int status) {
-    Response r;
-    r.status = status;
-    r.content_type = "application/json";
-    r.body = std::move(body);
-    return r;
-}
-
-Response geojson_response(std::string body, int status) {
-    Response r;
-    r.status = status;
-    r.content_type = "application/geo+json";
-    r.body = std::move(body);
-    return r;
 }
 
 }  // namespace trackd::http

@@ -1,8 +1,8 @@
-// GeoJSON encoding of trackd's rows (RFC 7946: [longitude, latitude], WGS 84) and the SQL
-// fragments that select them, shared by the fleet endpoints and OGC API - Features.
+// GeoJSON Features of trackd's rows (RFC 7946: [longitude, latitude], WGS 84) and the column
+// lists that select them, shared by the fleet endpoints and OGC API - Features.
 //
 // Contract: each k*Columns fragment selects the columns that the matching write_* function
-// reads, starting at column `first`; callers append their own columns after them.
+// reads, starting at column 0; callers append their own columns after them.
 #pragma once
 
 #include <string>
@@ -12,7 +12,6 @@
 #include "trackd/db/connection.hpp"
 
 #include "json_writer.hpp"
-#include "request.hpp"
 
 namespace trackd::http {
 
@@ -34,38 +33,5 @@ void write_geofence(JsonWriter& w, const db::Result& r, int row);
 
 // The id of a positions feature: "<ingest_batch_id>-<kafka_partition>-<kafka_offset>".
 std::string position_id(const db::Result& r, int row);
-
-// Builds SQL from constant fragments, binding each value as the next $n parameter.
-class SqlBuilder {
-  public:
-    explicit SqlBuilder(std::string sql) : sql_(std::move(sql)) {}
-    SqlBuilder& operator+=(const std::string& fragment) {
-        sql_ += fragment;
-        return *this;
-    }
-    // Binds `value` and returns its placeholder ("$3").
-    std::string bind(std::string value);
-    [[nodiscard]] const std::string& sql() const { return sql_; }
-    [[nodiscard]] const db::Params& params() const { return params_; }
-
-  private:
-    std::string sql_;
-    db::Params params_;
-};
-
-// "http://host" for absolute links; the Host header when it is plausible, else the listen
-// address.
-std::string base_url(const Request& req, const std::string& fallback_host);
-
-// The request's URL with some query parameters replaced (or removed when the value is empty).
-std::string url_with(const Request& req, const std::string& fallback_host,
-                     const std::vector<std::pair<std::string, std::string>>& changes);
-
-void write_link(JsonWriter& w, const std::string& rel, const std::string& type,
-                const std::string& href, const std::string& title = {});
-
-// Response helpers.
-Response json_response(std::string body, int status = 200);
-Response geojson_response(std::string body, int status = 200);
 
 }  // namespace trackd::http

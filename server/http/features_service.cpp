@@ -7,9 +7,12 @@
 
 #include <fmt/format.h>
 
+#include "feature_page.hpp"
 #include "feature_writer.hpp"
+#include "links.hpp"
 #include "params.hpp"
 #include "problem.hpp"
+#include "sql_builder.hpp"
 
 namespace trackd::http {
 namespace {
@@ -172,7 +175,7 @@ Response FeaturesService::items(const Request& req, const std::string& id) {
     const auto& q = req.query;
     q.only({"bbox", "datetime", "limit", "after", "f"});
     check_format(q);
-    const int limit = parse_limit(q, kDefaultLimit, ctx_.http.max_limit);
+    FeaturePage page(req, ctx_.fallback_host, parse_limit(q, kDefaultLimit, ctx_.http.max_limit));
 
     const char* table = c.kind == Kind::vehicles    ? "trackd.vehicle_current_state"
                         : c.kind == Kind::positions ? "trackd.vehicle_telemetry_history"
@@ -235,53 +238,39 @@ Response FeaturesService::items(const Request& req, const std::string& id) {
         }
         order = std::string(" ORDER BY ") + key;
     }
-    sql += order + " LIMIT " + sql.bind(std::to_string(limit + 1));
+    sql += order + " LIMIT " + sql.bind(page.fetch_limit());
     const auto r = ctx_.pool.run(statement_for(sql.sql()), sql.params());
     const auto count = ctx_.pool.run(
         statement_for(std::string("SELECT count(*) FROM ") + table + " WHERE true" + filters),
         filter_params);
-    const int n = std::min(r.rows(), limit);
 
-    JsonWriter w;
-    w.begin_object();
-    w.key("type").value("FeatureCollection");
-    w.key("features").begin_array();
-    for (int i = 0; i < n; ++i) {
+    page.set_number_matched(count.at(0, 0));
+    page.set_time_stamp(format_rfc3339(std::chrono::duration_cast<std::chrono::seconds>(
+                                           std::chrono::system_clock::now().time_since_epoch())
+                                           .count() *
+                                       1000000));
+    page.add_link("collection", "application/json",
+                  base_url(req, ctx_.fallback_host) + "/collections/" + c.id);
+    const auto write_feature = [&](JsonWriter& w, int row) {
         switch (c.kind) {
             case Kind::vehicles:
-                write_vehicle(w, r, i);
+                write_vehicle(w, r, row);
                 break;
             case Kind::positions:
-                write_position(w, r, i);
+                write_position(w, r, row);
                 break;
             case Kind::geofences:
-                write_geofence(w, r, i);
+                write_geofence(w, r, row);
                 break;
         }
-    }
-    w.end_array();
-    w.key("numberMatched").raw(count.at(0, 0));
-    w.key("numberReturned").value(n);
-    w.key("timeStamp")
-        .value(format_rfc3339(std::chrono::duration_cast<std::chrono::seconds>(
-                                  std::chrono::system_clock::now().time_since_epoch())
-                                  .count() *
-                              1000000));
-    w.key("links").begin_array();
-    write_link(w, "self", "application/geo+json", url_with(req, ctx_.fallback_host, {}));
-    if (r.rows() > limit) {
-        const std::string cursor = c.kind == Kind::positions
-                                       ? fmt::format("{}_{}_{}_{}", r.at(n - 1, 1), r.at(n - 1, 9),
-                                                     r.at(n - 1, 10), r.at(n - 1, 11))
-                                       : r.at(n - 1, 0);
-        write_link(w, "next", "application/geo+json",
-                   url_with(req, ctx_.fallback_host, {{"after", cursor}}));
-    }
-    write_link(w, "collection", "application/json",
-               base_url(req, ctx_.fallback_host) + "/collections/" + c.id);
-    w.end_array();
-    w.end_object();
-    return geojson_response(w.take());
+    };
+    // Positions page on (recorded_at, ingest_batch_id, kafka_partition, kafka_offset).
+    const auto cursor = [&](int row) {
+        return c.kind == Kind::positions ? fmt::format("{}_{}_{}_{}", r.at(row, 1), r.at(row, 9),
+                                                       r.at(row, 10), r.at(row, 11))
+                                         : r.at(row, 0);
+    };
+    return page.respond(r.rows(), write_feature, cursor);
 }
 
 Response FeaturesService::item(const Request& req, const std::string& id,

@@ -3,10 +3,12 @@
 #include <cmath>
 #include <optional>
 
+#include "feature_page.hpp"
 #include "feature_writer.hpp"
 #include "fence_geometry.hpp"
 #include "params.hpp"
 #include "problem.hpp"
+#include "sql_builder.hpp"
 
 namespace trackd::http {
 namespace {
@@ -105,32 +107,17 @@ Response GeofenceService::get(const Request& req, const std::string& zone_name) 
 Response GeofenceService::list(const Request& req) {
     const auto& q = req.query;
     q.only({"limit", "after"});
-    const int limit = parse_limit(q, kDefaultLimit, ctx_.http.max_limit);
+    const FeaturePage page(req, ctx_.fallback_host,
+                           parse_limit(q, kDefaultLimit, ctx_.http.max_limit));
     SqlBuilder sql(std::string("SELECT ") + kGeofenceColumns +
                    " FROM trackd.geofence_zones WHERE true");
     if (const auto after = q.get("after")) {
         check_identifier("after", *after, kMaxIdentifierBytes);
         sql += " AND zone_name > " + sql.bind(*after);
     }
-    sql += " ORDER BY zone_name LIMIT " + sql.bind(std::to_string(limit + 1));
+    sql += " ORDER BY zone_name LIMIT " + sql.bind(page.fetch_limit());
     const auto r = ctx_.pool.run(statement_for(sql.sql()), sql.params());
-    const int n = std::min(r.rows(), limit);
-    JsonWriter w;
-    w.begin_object();
-    w.key("type").value("FeatureCollection");
-    w.key("features").begin_array();
-    for (int i = 0; i < n; ++i) write_geofence(w, r, i);
-    w.end_array();
-    w.key("numberReturned").value(n);
-    w.key("links").begin_array();
-    write_link(w, "self", "application/geo+json", url_with(req, ctx_.fallback_host, {}));
-    if (r.rows() > limit) {
-        write_link(w, "next", "application/geo+json",
-                   url_with(req, ctx_.fallback_host, {{"after", r.at(n - 1, 0)}}));
-    }
-    w.end_array();
-    w.end_object();
-    return geojson_response(w.take());
+    return page.respond(r, [&r](JsonWriter& w, int row) { write_geofence(w, r, row); });
 }
 
 Response GeofenceService::remove(const Request& req, const std::string& zone_name) {
@@ -156,7 +143,8 @@ Response GeofenceService::vehicles(const Request& req, const std::string& zone_n
     if (state != "inside" && state != "outside") {
         bad_parameter("state", "'" + state + "' is not inside or outside");
     }
-    const int limit = parse_limit(q, kDefaultLimit, ctx_.http.max_limit);
+    const FeaturePage page(req, ctx_.fallback_host,
+                           parse_limit(q, kDefaultLimit, ctx_.http.max_limit));
     std::string after;
     if (const auto a = q.get("after")) {
         check_identifier("after", *a, kMaxIdentifierBytes);
@@ -173,7 +161,7 @@ Response GeofenceService::vehicles(const Request& req, const std::string& zone_n
             " FROM trackd.vehicle_current_state v JOIN trackd.geofence_zones z ON z.zone_name = " +
             sql.bind(zone_name) + " AND ST_Covers(z.fence_geom, v.geom)";
         if (!after.empty()) sql += " WHERE v.vehicle_id > " + sql.bind(after);
-        sql += " ORDER BY v.vehicle_id LIMIT " + sql.bind(std::to_string(limit + 1));
+        sql += " ORDER BY v.vehicle_id LIMIT " + sql.bind(page.fetch_limit());
     } else {
         const std::string zone = sql.bind(zone_name);
         sql +=
@@ -182,7 +170,7 @@ Response GeofenceService::vehicles(const Request& req, const std::string& zone_n
             "ON z.zone_name = " +
             zone + " AND NOT ST_Covers(z.fence_geom, v.geom)";
         if (!after.empty()) sql += " WHERE v.vehicle_id > " + sql.bind(after);
-        sql += " ORDER BY v.vehicle_id LIMIT " + sql.bind(std::to_string(limit + 1)) +
+        sql += " ORDER BY v.vehicle_id LIMIT " + sql.bind(page.fetch_limit()) +
                ") v JOIN trackd.geofence_zones z ON z.zone_name = " + zone +
                " ORDER BY v.vehicle_id";
     }
@@ -190,29 +178,13 @@ Response GeofenceService::vehicles(const Request& req, const std::string& zone_n
     if (r.rows() == 0 && ctx_.pool.run(kZoneExists, {zone_name}).rows() == 0) {
         zone_not_found(zone_name);
     }
-    const int n = std::min(r.rows(), limit);
-    JsonWriter w;
-    w.begin_object();
-    w.key("type").value("FeatureCollection");
-    w.key("features").begin_array();
-    for (int i = 0; i < n; ++i) {
+    return page.respond(r, [&](JsonWriter& w, int row) {
         if (is_inside) {
-            write_vehicle(w, r, i);
+            write_vehicle(w, r, row);
         } else {
-            write_vehicle(w, r, i, {{"meters_outside", r.at(i, 9)}});
+            write_vehicle(w, r, row, {{"meters_outside", r.at(row, 9)}});
         }
-    }
-    w.end_array();
-    w.key("numberReturned").value(n);
-    w.key("links").begin_array();
-    write_link(w, "self", "application/geo+json", url_with(req, ctx_.fallback_host, {}));
-    if (r.rows() > limit) {
-        write_link(w, "next", "application/geo+json",
-                   url_with(req, ctx_.fallback_host, {{"after", r.at(n - 1, 0)}}));
-    }
-    w.end_array();
-    w.end_object();
-    return geojson_response(w.take());
+    });
 }
 
 }  // namespace trackd::http

@@ -4,7 +4,7 @@
 #include "trackd/core/version.hpp"
 #include "trackd/db/migrations.hpp"
 
-#include "feature_writer.hpp"
+#include "json_writer.hpp"
 #include "params.hpp"
 #include "problem.hpp"
 

@@ -165,4 +165,18 @@ Target parse_target(std::string_view target) {
     return t;
 }
 
+Response json_response(std::string body, int status) {
+    Response r;
+    r.status = status;
+    r.content_type = "application/json";
+    r.body = std::move(body);
+    return r;
+}
+
+Response geojson_response(std::string body, int status) {
+    Response r = json_response(std::move(body), status);
+    r.content_type = "application/geo+json";
+    return r;
+}
+
 }  // namespace trackd::http

@@ -69,6 +69,10 @@ struct Response {
     std::shared_ptr<BodyStream> stream;  // set: `body` is only the beginning
 };
 
+// A JSON (application/json) or GeoJSON (application/geo+json) response.
+Response json_response(std::string body, int status = 200);
+Response geojson_response(std::string body, int status = 200);
+
 struct Target {
     std::string path;
     std::vector<std::string> segments;

@@ -6,9 +6,12 @@
 
 #include <fmt/format.h>
 
+#include "feature_page.hpp"
 #include "feature_writer.hpp"
+#include "links.hpp"
 #include "params.hpp"
 #include "problem.hpp"
+#include "sql_builder.hpp"
 
 namespace trackd::http {
 namespace {
@@ -92,7 +95,8 @@ Response VehicleService::get(const Request& req, const std::string& vehicle_id) 
 Response VehicleService::list(const Request& req) {
     const auto& q = req.query;
     q.only({"bbox", "updated_since", "limit", "after"});
-    const int limit = parse_limit(q, kDefaultLimit, ctx_.http.max_limit);
+    const FeaturePage page(req, ctx_.fallback_host,
+                           parse_limit(q, kDefaultLimit, ctx_.http.max_limit));
     SqlBuilder sql(std::string("SELECT ") + kVehicleColumns +
                    " FROM trackd.vehicle_current_state WHERE true");
     if (const auto text = q.get("bbox")) {
@@ -110,28 +114,11 @@ Response VehicleService::list(const Request& req) {
         check_identifier("after", *after, kMaxIdentifierBytes);
         sql += " AND vehicle_id > " + sql.bind(*after);
     }
-    // One row more than asked tells whether there is a next page. Ordered by the primary key,
-    // so that following `next` links returns every vehicle exactly once.
-    sql += " ORDER BY vehicle_id LIMIT " + sql.bind(std::to_string(limit + 1));
+    // Ordered by the primary key, so that following `next` links returns every vehicle exactly
+    // once.
+    sql += " ORDER BY vehicle_id LIMIT " + sql.bind(page.fetch_limit());
     const auto r = ctx_.pool.run(statement_for(sql.sql()), sql.params());
-    const int n = std::min(r.rows(), limit);
-
-    JsonWriter w;
-    w.begin_object();
-    w.key("type").value("FeatureCollection");
-    w.key("features").begin_array();
-    for (int i = 0; i < n; ++i) write_vehicle(w, r, i);
-    w.end_array();
-    w.key("numberReturned").value(n);
-    w.key("links").begin_array();
-    write_link(w, "self", "application/geo+json", url_with(req, ctx_.fallback_host, {}));
-    if (r.rows() > limit) {
-        write_link(w, "next", "application/geo+json",
-                   url_with(req, ctx_.fallback_host, {{"after", r.at(n - 1, 0)}}));
-    }
-    w.end_array();
-    w.end_object();
-    return geojson_response(w.take());
+    return page.respond(r, [&r](JsonWriter& w, int row) { write_vehicle(w, r, row); });
 }
 
 Response VehicleService::nearby(const Request& req) {

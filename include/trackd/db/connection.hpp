@@ -84,6 +84,11 @@ class Connection {
     void exec_script(const std::string& sql);
     // Runs one statement with bound text parameters ($1, $2, ...).
     Result query(const std::string& sql, const Params& params = {});
+    // A named prepared statement on this session: prepare() once, then query_prepared() with
+    // bound text parameters as often as needed. A name is prepared once per session; a server
+    // that forgot it (DISCARD ALL) answers SQLSTATE 26000.
+    void prepare(const std::string& name, const std::string& sql);
+    Result query_prepared(const std::string& name, const Params& params = {});
 
     // COPY ... FROM STDIN: start, send data in chunks, finish (throws on server error).
     void copy_start(const std::string& copy_sql);
