@@ -15,6 +15,7 @@
 
 #include "trackd/core/log.hpp"
 #include "trackd/core/pause_point.hpp"
+#include "trackd/core/time.hpp"
 
 #include "table_schema.hpp"
 
@@ -29,11 +30,7 @@ constexpr int kCommitAttempts = 20;
 // commit.manifest.target-size-bytes default).
 constexpr std::int64_t kManifestTargetBytes = 8LL << 20;
 
-std::int64_t now_ms() {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
+std::int64_t now_ms() { return core::now_us() / 1000; }
 
 std::mt19937_64& rng() {
     thread_local std::mt19937_64 gen{std::random_device{}()};

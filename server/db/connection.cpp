@@ -21,8 +21,8 @@ void log_notice(void* /*arg*/, const PGresult* res) {
     core::log::debug("postgresql notice", {{"message", message}});
 }
 
-}  // namespace
-
+// Throws DbError for a failed result (taking ownership of `res`, which may be null) with its
+// SQLSTATE and message, falling back to the connection's error message.
 [[noreturn]] void throw_result_error(pg_conn* conn, PGresult* res) {
     std::string state;
     std::string message;
@@ -35,6 +35,8 @@ void log_notice(void* /*arg*/, const PGresult* res) {
     if (message.empty()) message = trim(PQerrorMessage(conn));
     throw DbError(message.empty() ? "unknown PostgreSQL error" : message, state);
 }
+
+}  // namespace
 
 bool DbError::connection_lost() const noexcept {
     return sqlstate_.empty() || sqlstate_.rfind("08", 0) == 0 || sqlstate_ == "57P01" ||

@@ -2,17 +2,12 @@
 
 #include <algorithm>
 
+#include "trackd/core/hex.hpp"
+
 #include "problem.hpp"
 
 namespace trackd::http {
 namespace {
-
-int hex_value(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
 
 // Decoded text must be valid UTF-8 without NUL: PostgreSQL refuses both, and a refusal there
 // would be a 500 instead of the 400 it deserves.
@@ -57,8 +52,8 @@ std::optional<std::string> percent_decode(std::string_view s, bool plus_is_space
         const char c = s[i];
         if (c == '%') {
             if (i + 2 >= s.size()) return std::nullopt;
-            const int hi = hex_value(s[i + 1]);
-            const int lo = hex_value(s[i + 2]);
+            const int hi = core::hex_digit_value(s[i + 1]);
+            const int lo = core::hex_digit_value(s[i + 2]);
             if (hi < 0 || lo < 0) return std::nullopt;
             out += static_cast<char>(hi * 16 + lo);
             i += 2;

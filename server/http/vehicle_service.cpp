@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "trackd/core/time.hpp"
+
 #include "feature_page.hpp"
 #include "feature_writer.hpp"
 #include "links.hpp"
@@ -15,12 +17,6 @@
 
 namespace trackd::http {
 namespace {
-
-std::int64_t now_us() {
-    return std::chrono::duration_cast<std::chrono::microseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
 
 // The default track window when `from` is not given.
 constexpr std::int64_t kDefaultTrackWindowUs = 24LL * 3600 * 1000000;
@@ -171,7 +167,7 @@ Response VehicleService::track(const Request& req, const std::string& vehicle_id
     const auto& q = req.query;
     q.only({"from", "to", "format", "limit"});
     check_identifier("vehicle_id", vehicle_id, kMaxIdentifierBytes);
-    const std::int64_t to = q.get("to") ? parse_rfc3339("to", *q.get("to")) : now_us();
+    const std::int64_t to = q.get("to") ? parse_rfc3339("to", *q.get("to")) : core::now_us();
     const std::int64_t from =
         q.get("from") ? parse_rfc3339("from", *q.get("from"))
                       // Not before year 1: PostgreSQL would refuse the text of an earlier instant.

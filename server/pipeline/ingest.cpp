@@ -13,6 +13,7 @@
 #include "trackd/core/log.hpp"
 #include "trackd/core/metrics.hpp"
 #include "trackd/core/pause_point.hpp"
+#include "trackd/core/time.hpp"
 #include "trackd/db/connection.hpp"
 #include "trackd/decode/decoder.hpp"
 #include "trackd/sink/postgis/postgis_sink.hpp"
@@ -26,12 +27,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using sink::Sink;
-
-std::int64_t now_unix_us() {
-    return std::chrono::duration_cast<std::chrono::microseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
 
 // A batch on its way to the database, with the fence of each of its partitions as it was
 // read: the owner epoch (a batch read before a partition was re-claimed is fenced by the
@@ -326,7 +321,7 @@ class Ingest final : public source::PartitionOwner {
         Clock::time_point steady;
         std::int64_t unix_us = 0;
     };
-    void anchor_wall_clock() { wall_anchor_ = WallAnchor{seams_.now(), now_unix_us()}; }
+    void anchor_wall_clock() { wall_anchor_ = WallAnchor{seams_.now(), core::now_us()}; }
     [[nodiscard]] std::int64_t wall_clock_us(Clock::time_point now) const {
         return wall_anchor_.unix_us +
                std::chrono::duration_cast<std::chrono::microseconds>(now - wall_anchor_.steady)
@@ -513,7 +508,7 @@ class Ingest final : public source::PartitionOwner {
     }
 
     void observe_commit(const batch::Batch& b) {
-        const auto now_ms = now_unix_us() / 1000;
+        const auto now_ms = core::now_us() / 1000;
         metrics_.rows_written.inc(b.rows.size());
         metrics_.batches.inc();
         metrics_.batch_rows.observe(static_cast<double>(b.rows.size()));

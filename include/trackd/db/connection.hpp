@@ -38,11 +38,6 @@ class DbError : public std::runtime_error {
     std::string sqlstate_;
 };
 
-// Throws DbError for a failed result (taking ownership of `res`, which may be null) with its
-// SQLSTATE and message, falling back to the connection's error message. For code that drives
-// libpq directly (the HTTP pool's prepared statements), so every caller sees one error type.
-[[noreturn]] void throw_result_error(pg_conn* conn, pg_result* res);
-
 // The rows of one result, as text. Values are nullopt for SQL NULL.
 class Result {
   public:
@@ -101,7 +96,6 @@ class Connection {
     bool copy_out_next(std::string& row);
 
     [[nodiscard]] bool ok() const;
-    [[nodiscard]] pg_conn* raw() const noexcept { return conn_; }
 
   private:
     void connect(const std::vector<std::pair<std::string, std::string>>& params);
