@@ -7,6 +7,7 @@
 #include <librdkafka/rdkafka.h>
 
 #include "support/ingest_harness.hpp"
+#include "support/positions.hpp"
 
 namespace trackd::test {
 namespace {
@@ -17,34 +18,10 @@ std::int64_t now_s() {
         .count();
 }
 
-// A keyed JSON position (all to partition 0 of a one-partition topic).
-struct Msg {
-    std::string vehicle;
-    std::int64_t time_ms = 0;
-    double lon = 0;
-    double lat = 0;
-};
+using Msg = TestPosition;
 
 void produce(const std::string& topic, const std::vector<Msg>& msgs) {
-    char err[512];
-    rd_kafka_conf_t* conf = rd_kafka_conf_new();
-    rd_kafka_conf_set(conf, "bootstrap.servers", kafka_brokers().c_str(), err, sizeof err);
-    rd_kafka_t* producer = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
-    ASSERT_NE(producer, nullptr) << err;
-    rd_kafka_topic_t* t = rd_kafka_topic_new(producer, topic.c_str(), nullptr);
-    for (const auto& m : msgs) {
-        char payload[256];
-        const int n = std::snprintf(
-            payload, sizeof payload,
-            R"({"vehicle_id":"%s","timestamp":%lld,"latitude":%.7f,"longitude":%.7f})",
-            m.vehicle.c_str(), static_cast<long long>(m.time_ms), m.lat, m.lon);
-        ASSERT_EQ(rd_kafka_produce(t, 0, RD_KAFKA_MSG_F_COPY, payload, static_cast<size_t>(n),
-                                   m.vehicle.data(), m.vehicle.size(), nullptr),
-                  0);
-    }
-    ASSERT_EQ(rd_kafka_flush(producer, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
-    rd_kafka_topic_destroy(t);
-    rd_kafka_destroy(producer);
+    produce_positions(topic, msgs);
 }
 
 // Kafka's DeleteRecords, as retention does it: the log of `partition` starts at `before` after.

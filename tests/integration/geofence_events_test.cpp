@@ -15,6 +15,7 @@
 #include "support/http_client.hpp"
 #include "support/http_fixture.hpp"
 #include "support/ingest_harness.hpp"
+#include "support/positions.hpp"
 
 namespace trackd::test {
 namespace {
@@ -29,26 +30,11 @@ struct Msg {
 };
 
 void produce(const std::string& topic, const std::vector<Msg>& msgs, std::int64_t base_s) {
-    char err[512];
-    rd_kafka_conf_t* conf = rd_kafka_conf_new();
-    rd_kafka_conf_set(conf, "bootstrap.servers", kafka_brokers().c_str(), err, sizeof err);
-    rd_kafka_t* producer = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
-    ASSERT_NE(producer, nullptr) << err;
-    rd_kafka_topic_t* t = rd_kafka_topic_new(producer, topic.c_str(), nullptr);
-    for (const auto& m : msgs) {
-        char payload[256];
-        const int n = std::snprintf(
-            payload, sizeof payload,
-            R"({"vehicle_id":"%s","timestamp":%lld,"latitude":%.6f,"longitude":%.6f})",
-            m.vehicle.c_str(), static_cast<long long>((base_s + m.t_min * 60) * 1000), m.lat,
-            m.lon);
-        ASSERT_EQ(rd_kafka_produce(t, 0, RD_KAFKA_MSG_F_COPY, payload, static_cast<size_t>(n),
-                                   m.vehicle.data(), m.vehicle.size(), nullptr),
-                  0);
-    }
-    ASSERT_EQ(rd_kafka_flush(producer, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
-    rd_kafka_topic_destroy(t);
-    rd_kafka_destroy(producer);
+    std::vector<TestPosition> out;
+    out.reserve(msgs.size());
+    for (const auto& m : msgs)
+        out.push_back({m.vehicle, (base_s + m.t_min * 60) * 1000, m.lon, m.lat});
+    produce_positions(topic, out);
 }
 
 std::string format_time(std::int64_t epoch_s) {
