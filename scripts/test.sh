@@ -73,6 +73,11 @@ for preset in $presets; do
   cmake --build --preset "$preset" -j "$jobs"
 done
 
+# clang-tidy's short check list (.clang-tidy) on the release build; units unchanged since they
+# last passed are skipped (scripts/tidy.sh keeps their hashes).
+step "clang-tidy"
+bash "$here/tidy.sh" build/release
+
 # libFuzzer targets (tests/fuzz/, clang-14): every committed input once, then each target 60 s
 # from its corpus; any crash, leak or sanitizer report fails (docs/reliability.md).
 step "fuzz"
@@ -87,8 +92,10 @@ bash "$here/services.sh" start
 for preset in $presets; do
   step "unit tests ($preset)"
   ctest --preset "$preset" -L unit -j "$jobs"
+  # Side by side: every test has its own database and topic, and most of their time is spent
+  # waiting on the services; the few that restart a shared service run alone (RUN_SERIAL).
   step "integration tests ($preset)"
-  ctest --preset "$preset" -L integration
+  ctest --preset "$preset" -L integration -j "${TRACKD_TEST_JOBS:-3}"
 done
 
 # The fault suite (docs/reliability.md): release build only, each case once.
