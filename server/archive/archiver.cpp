@@ -195,7 +195,8 @@ struct Archiver::Impl {
             rows += f.record_count;
             bytes += f.file_size_in_bytes;
         }
-        if (rows > 0) bytes_per_row = std::max(4.0, static_cast<double>(bytes) / rows);
+        if (rows > 0)
+            bytes_per_row = std::max(4.0, static_cast<double>(bytes) / static_cast<double>(rows));
         metrics().commit_seconds.observe(
             std::chrono::duration<double>(Clock::now() - started).count());
         metrics().rows.inc(static_cast<std::uint64_t>(rows));

@@ -98,7 +98,7 @@ struct Schema {
     std::int64_t size = 0;             // fixed
 
     // Parses an Avro schema JSON text (named types may be referenced after their definition).
-    static SchemaPtr parse(std::string_view json);
+    static SchemaPtr parse(std::string_view text);
 };
 
 // Binary encoding of one value (Avro spec, "Binary Encoding").

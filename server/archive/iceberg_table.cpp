@@ -165,8 +165,7 @@ json IcebergTable::load_metadata(const std::string& location) const {
 
 std::string IcebergTable::write_metadata_file(const json& md) const {
     const int version = metadata_version(metadata_location_) + 1;
-    const auto uri =
-        fmt::format("{}/metadata/{:05d}-{}.metadata.json", location_, version, uuid4());
+    auto uri = fmt::format("{}/metadata/{:05d}-{}.metadata.json", location_, version, uuid4());
     write_file(local_path(uri), md.dump());
     return uri;
 }

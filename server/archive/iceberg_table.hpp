@@ -112,7 +112,7 @@ class IcebergTable {
     // commit is in flight (new connection); throws CommitStateUnknown when it cannot tell.
     Swap settle(const std::string& base, const std::string& next);
     json load_metadata(const std::string& location) const;
-    std::string write_metadata_file(const json& metadata) const;
+    std::string write_metadata_file(const json& md) const;
     void delete_dropped_metadata(const json& before, const json& after) const;
 
     Catalog& catalog_;

@@ -21,7 +21,7 @@ namespace {
 
 // Rows per row group: small enough to bound memory (about 10 MB of builders), large enough for
 // good compression and few footer entries.
-constexpr std::int64_t kRowGroupRows = 128 * 1024;
+constexpr std::int64_t kRowGroupRows = 128LL * 1024;
 
 void check(const arrow::Status& s, const char* what) {
     if (!s.ok()) throw std::runtime_error(std::string("parquet: ") + what + ": " + s.ToString());

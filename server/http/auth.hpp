@@ -29,7 +29,7 @@ class Authenticator {
 
     // The caller an Authorization header identifies; throws ProblemError 401 for a malformed
     // header or an unknown token. An empty header is an anonymous caller.
-    [[nodiscard]] Caller identify(std::string_view authorization) const;
+    [[nodiscard]] Caller identify(std::string_view header) const;
 
     // Throws 401 (anonymous) or 403 (scope too small) unless `caller` may act with `needed`.
     static void require(const Caller& caller, Scope needed);

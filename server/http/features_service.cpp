@@ -110,7 +110,7 @@ void FeaturesService::add_routes(Router& router) {
                [this](const Request& r, const auto& a) { return item(r, a[0], a[1]); });
 }
 
-Response FeaturesService::landing(const Request& req) {
+Response FeaturesService::landing(const Request& req) const {
     req.query.only({"f"});
     check_format(req.query);
     const std::string base = base_url(req, ctx_.fallback_host);
@@ -145,7 +145,7 @@ Response FeaturesService::conformance(const Request& req) {
     return json_response(w.take());
 }
 
-Response FeaturesService::collections(const Request& req) {
+Response FeaturesService::collections(const Request& req) const {
     req.query.only({"f"});
     check_format(req.query);
     const std::string base = base_url(req, ctx_.fallback_host);
@@ -161,7 +161,7 @@ Response FeaturesService::collections(const Request& req) {
     return json_response(w.take());
 }
 
-Response FeaturesService::collection(const Request& req, const std::string& id) {
+Response FeaturesService::collection(const Request& req, const std::string& id) const {
     req.query.only({"f"});
     check_format(req.query);
     const auto& c = find_collection(id);

@@ -15,10 +15,10 @@ class FeaturesService {
     explicit FeaturesService(ServiceContext& ctx) : ctx_(ctx) {}
     void add_routes(Router& router);
 
-    Response landing(const Request& req);
+    Response landing(const Request& req) const;
     Response conformance(const Request& req);
-    Response collections(const Request& req);
-    Response collection(const Request& req, const std::string& id);
+    Response collections(const Request& req) const;
+    Response collection(const Request& req, const std::string& id) const;
     Response items(const Request& req, const std::string& id);
     Response item(const Request& req, const std::string& id, const std::string& feature_id);
 

@@ -65,6 +65,7 @@ BBox parse_bbox(const std::string& name, const std::string& text) {
                           std::to_string(parts.size()) + " value(s)");
     }
     std::vector<double> v;
+    v.reserve(parts.size());
     for (const auto& p : parts) v.push_back(parse_number(name, p));
     const bool three_d = v.size() == 6;
     BBox b{v[0], v[1], v[three_d ? 3 : 2], v[three_d ? 4 : 3]};

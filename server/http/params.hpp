@@ -44,7 +44,7 @@ int parse_limit(const QueryParams& q, int fallback, int max);
 // RFC 3339 date-time ("2026-11-30T01:02:03.456Z", "...+01:00") as core::parse_rfc3339 reads it;
 // fractions beyond microseconds are truncated. Years 0001..9999, before and after the offset; no
 // leap second (":60").
-std::int64_t parse_rfc3339(const std::string& name, const std::string& text);
+std::int64_t parse_rfc3339(const std::string& name, const std::string& s);
 
 // The earliest instant parse_rfc3339 accepts (0001-01-01T00:00:00Z), in microseconds.
 std::int64_t earliest_time_us();

@@ -150,7 +150,9 @@ void Session::start_stream(Response r, const std::string& method, const std::str
                        std::to_string(r.status) + " " +
                        std::string(bhttp::obsolete_reason(static_cast<bhttp::status>(r.status))) +
                        "\r\nServer: trackd\r\nContent-Type: " + r.content_type + "\r\n";
-    for (const auto& [name, value] : r.headers) head += name + ": " + value + "\r\n";
+    for (const auto& [name, value] : r.headers) {
+        head.append(name).append(": ").append(value).append("\r\n");
+    }
     head += "Connection: close\r\n\r\n";
     // Only a closed connection ends the stream early: watch for it while waiting to write.
     stream_.expires_never();
