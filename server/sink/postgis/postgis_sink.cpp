@@ -250,10 +250,18 @@ void PostgisSink::ensure_partitions(const batch::Batch& b) {
         b.rows.begin(), b.rows.end(), [](const batch::Row& x, const batch::Row& y) {
             return x.position.recorded_at_us < y.position.recorded_at_us;
         });
-    const std::int64_t from = lo->position.recorded_at_us;
-    const std::int64_t to =
+    std::int64_t from = lo->position.recorded_at_us;
+    std::int64_t to =
         hi->position.recorded_at_us +
         config_.postgis.partitions_ahead * interval_us(config_.postgis.partition_interval);
+    // Rows committed while the DDL was put off are in the DEFAULT partition: the next try
+    // creates their partitions too (create_history_partitions moves them out), or they would
+    // stay there whenever later batches no longer cover their range (an hour boundary passed).
+    if (deferred_range_) {
+        from = std::min(from, deferred_range_->first);
+        to = std::max(to, deferred_range_->second);
+    }
+    const auto defer = [&] { deferred_range_ = std::pair{from, to}; };
     // Known hours are skipped; the function is idempotent anyway, this only saves a round trip.
     bool all_known = true;
     for (std::int64_t h = from / kHourUs; h <= to / kHourUs && all_known; ++h) {
@@ -261,7 +269,10 @@ void PostgisSink::ensure_partitions(const batch::Batch& b) {
     }
     if (all_known) return;
     const auto now = std::chrono::steady_clock::now();
-    if (now < ddl_retry_at_) return;  // rows go to the DEFAULT partition meanwhile
+    if (now < ddl_retry_at_) {  // rows go to the DEFAULT partition meanwhile
+        defer();
+        return;
+    }
     // Creating or attaching a partition takes an ACCESS EXCLUSIVE lock on the history table;
     // while it waits, every COPY queues behind it. So it waits briefly and gives way to a long
     // reader (a QGIS session idle in a transaction), to be tried again later.
@@ -279,6 +290,7 @@ void PostgisSink::ensure_partitions(const batch::Batch& b) {
         rollback_quietly(conn);
         if (e.sqlstate() != "55P03") throw;
         ddl_retry_at_ = now + kDdlRetry;
+        defer();
         partitions_deferred().inc();
         core::log::warn(
             "history partitions not created: a lock is held on the history table; "
@@ -292,6 +304,7 @@ void PostgisSink::ensure_partitions(const batch::Batch& b) {
                         {{"count", r.at(0, 0)}, {"interval", config_.postgis.partition_interval}});
     }
     for (std::int64_t h = from / kHourUs; h <= to / kHourUs; ++h) partitions_known_.insert(h);
+    deferred_range_.reset();
 }
 
 CommitResult PostgisSink::commit(const batch::Batch& b,

@@ -111,6 +111,9 @@ class PostgisSink {
     std::set<std::int64_t> partitions_known_;  // interval starts (us) known to exist
     // After partition DDL timed out on a lock: not before this time again.
     std::chrono::steady_clock::time_point ddl_retry_at_{};
+    // The time range (us) of the rows committed while partition DDL was put off: they went to
+    // the DEFAULT partition, and the next try covers their range too, which moves them out.
+    std::optional<std::pair<std::int64_t, std::int64_t>> deferred_range_;
 };
 
 }  // namespace trackd::sink::postgis
