@@ -32,11 +32,12 @@ std::int64_t now_unix_us() {
 }
 
 // Errors worth retrying the batch for: the connection is gone, or the server asks us to try
-// again (serialization failure, deadlock, lock timeout, out of resources).
+// again (serialization failure, deadlock, lock timeout, out of resources), or a partition was
+// attached while the batch wrote rows of its range to the DEFAULT partition.
 bool retryable(const db::DbError& e) {
     const auto& s = e.sqlstate();
     return e.connection_lost() || s.rfind("40", 0) == 0 || s.rfind("53", 0) == 0 || s == "55P03" ||
-           s == "57014";
+           s == "57014" || sink::postgis::default_partition_race(e);
 }
 
 // A batch on its way to the database, with the fence of each of its partitions as it was

@@ -166,6 +166,12 @@ void classify_unmatched(db::Connection& conn, const db::Result& updated,
 
 }  // namespace
 
+bool default_partition_race(const db::DbError& e) {
+    return e.sqlstate() == "23514" &&
+           std::string_view(e.what()).find("vehicle_telemetry_history_default") !=
+               std::string_view::npos;
+}
+
 PostgisSink::PostgisSink(const config::Config& config, std::string application_name)
     : config_(config), application_name_(std::move(application_name)) {
     reconnect();
@@ -288,14 +294,16 @@ void PostgisSink::ensure_partitions(const batch::Batch& b) {
         conn.exec_script("COMMIT");
     } catch (const db::DbError& e) {
         rollback_quietly(conn);
-        if (e.sqlstate() != "55P03") throw;
+        const bool race = default_partition_race(e);
+        if (e.sqlstate() != "55P03" && !race) throw;
         ddl_retry_at_ = now + kDdlRetry;
         defer();
         partitions_deferred().inc();
-        core::log::warn(
-            "history partitions not created: a lock is held on the history table; "
-            "rows go to the DEFAULT partition until a later try",
-            {{"retry_in_s", std::to_string(kDdlRetry.count())}, {"error", e.what()}});
+        core::log::warn(race ? "history partitions not created: rows of their range were being "
+                               "written to the DEFAULT partition meanwhile; a later try moves them"
+                             : "history partitions not created: a lock is held on the history "
+                               "table; rows go to the DEFAULT partition until a later try",
+                        {{"retry_in_s", std::to_string(kDdlRetry.count())}, {"error", e.what()}});
         return;
     }
     const auto& r = *created;

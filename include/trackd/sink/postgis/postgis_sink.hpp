@@ -30,7 +30,8 @@
 
 namespace trackd::db {
 class Connection;
-}
+class DbError;
+}  // namespace trackd::db
 
 namespace trackd::sink::postgis {
 
@@ -72,6 +73,15 @@ class GroupConflict : public std::runtime_error {
   public:
     using std::runtime_error::runtime_error;
 };
+
+// A history partition was attached while this transaction wrote rows of its range into the
+// DEFAULT partition (another writer's or instance's create_history_partitions): PostgreSQL
+// refuses the COPY ("new row for relation ..._default violates partition constraint") or the
+// ATTACH ("updated partition constraint for default partition ... would be violated"). Nothing
+// was stored; a retry routes the rows to the new partition. (SQLSTATE 23514 naming the DEFAULT
+// partition: relation names are never translated, and no other constraint of the ingest
+// transaction is on that table.)
+bool default_partition_race(const db::DbError& e);
 
 class PostgisSink {
   public:
