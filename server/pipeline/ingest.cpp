@@ -28,6 +28,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using sink::Sink;
 
+// Errors worth retrying the batch for: DbError::retryable() (the connection is gone, or the
+// server asks to try again), or a partition attached while the batch wrote rows of its range
+// to the DEFAULT partition.
+bool retryable(const db::DbError& e) {
+    return e.retryable() || sink::postgis::default_partition_race(e);
+}
+
 // A batch on its way to the database, with the fence of each of its partitions as it was
 // read: the owner epoch (a batch read before a partition was re-claimed is fenced by the
 // database) and the stored offset the batch starts from (a batch is never stored twice).
@@ -287,7 +294,7 @@ class Ingest final : public source::PartitionOwner {
                 fn();
                 return;
             } catch (const db::DbError& e) {
-                if (!e.retryable()) {
+                if (!retryable(e)) {
                     metrics_.db_errors_fatal.inc();
                     throw;
                 }

@@ -17,6 +17,9 @@
 #include "support/archive_fixture.hpp"
 #include "support/http_client.hpp"
 #include "support/ingest_harness.hpp"
+#include "support/log_wait.hpp"
+#include "support/offsets_sampler.hpp"
+#include "support/trackd_group.hpp"
 
 namespace trackd::test {
 namespace {
@@ -202,25 +205,6 @@ unsigned short port_of(const std::string& dsn) {
     return static_cast<unsigned short>(std::stoi(dsn.substr(colon + 1, dsn.find('/', colon))));
 }
 
-std::size_t count_in_file(const std::string& path, const std::string& needle) {
-    std::ifstream in(path);
-    std::size_t n = 0;
-    for (std::string line; std::getline(in, line);) {
-        if (line.find(needle) != std::string::npos) ++n;
-    }
-    return n;
-}
-
-template <class Pred>
-bool wait_until(std::chrono::seconds timeout, Pred&& pred) {
-    const auto until = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < until) {
-        if (pred()) return true;
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return pred();
-}
-
 // Resident set size of a process in bytes (0 once it is gone).
 std::int64_t rss_bytes(pid_t pid) {
     std::ifstream in("/proc/" + std::to_string(pid) + "/status");
@@ -296,6 +280,388 @@ TEST(Faults, ScaleOutWithAFrozenInstanceFencedByTheEpoch) {
     }
     std::printf("[ measured ] %zu commit(s) of the frozen instance refused by the fence\n",
                 count_in_file(log("b"), kFenced));
+    h.check_accounting(load_manifest(h.manifest_path()));
+}
+
+double seconds_between(std::chrono::steady_clock::time_point a,
+                       std::chrono::steady_clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+}
+
+// One instance of three stops INSIDE an open batch transaction (TRACKD_TEST_INGEST_PAUSE_AT
+// after-offsets: its offsets UPDATE done, so it holds its partitions' kafka_offsets row locks)
+// and is frozen there with SIGSTOP. The others must go on committing their partitions, and the
+// frozen one's partitions must move on: the group moves them after the session timeout (6 s),
+// the new owner's claim waits for the row locks, and the server ends the frozen session after
+// pg.idle_in_transaction_timeout_ms (10 s here), which frees them. Thawed and released, the
+// frozen instance's batch must be refused by the fence. Times are measured and printed, not
+// asserted (docs/reliability.md gives the bound).
+TEST(Faults, InstanceFrozenInsideItsBatchTransactionLosesItsPartitionsInBoundedTime) {
+    IngestHarness h("frozentx", 6);
+    constexpr int kMessages = 80000;
+    ChildProcess fleet(h.fleet_command(kVehicles, kMessages, 2000), {}, h.dir() + "/fleet.log");
+    TrackdGroup group(h, {{"TRACKD_PG_IDLE_IN_TRANSACTION_TIMEOUT_MS", "10000"}});
+    group.start("a", false);
+    group.start("c", false);
+    ASSERT_TRUE(wait_until(std::chrono::seconds(60), [&] {
+        return group.count("a", kClaimed) > 0 && group.count("c", kClaimed) > 0;
+    })) << IngestHarness::read_file(group.log("a"));
+    const auto release = h.dir() + "/release-frozen";
+    group.start("b", false, {{"TRACKD_TEST_INGEST_PAUSE_AT", "after-offsets@" + release}});
+    ASSERT_TRUE(wait_until(std::chrono::seconds(60), [&] {
+        return group.count("b", "ingest paused at after-offsets") > 0;
+    })) << IngestHarness::read_file(group.log("b"));
+    const auto paused_at = std::chrono::steady_clock::now();
+    // Its join is an incremental rebalance in two phases (revoke, then assign): freezing it
+    // between them would leave the partitions in transit unowned until its session times out.
+    // So it is frozen once no assignment changed for 1.5 s (or 4 s after the pause at most; the
+    // idle-in-transaction clock runs from the pause).
+    auto changes = [&] {
+        std::size_t n = 0;
+        for (const auto* i : {"a", "b", "c"}) {
+            n += group.count(i, "partitions assigned") + group.count(i, "partitions revoked");
+        }
+        return n;
+    };
+    auto seen = changes();
+    auto quiet_since = paused_at;
+    wait_until(std::chrono::seconds(4), [&] {
+        const auto now = changes();
+        if (now != seen) {
+            seen = now;
+            quiet_since = std::chrono::steady_clock::now();
+        }
+        return std::chrono::steady_clock::now() - quiet_since >= std::chrono::milliseconds(1500);
+    });
+    group.freeze("b");
+    const auto frozen_at = std::chrono::steady_clock::now();
+    OffsetsSampler sampler(h.db().dsn(), h.topic(), h.group(),
+                           [&](std::int64_t stored) { return stored < kMessages; });
+
+    // b's partitions: those whose stored epoch is the one b claimed.
+    std::set<int> mine;
+    std::set<int> others;
+    ASSERT_TRUE(wait_until(std::chrono::seconds(10), [&] { return !sampler.samples().empty(); }));
+    const auto at_freeze = sampler.latest();
+    {
+        std::ifstream in(group.log("b"));
+        std::map<int, std::int64_t> b_epoch;
+        for (std::string line; std::getline(in, line);) {
+            if (line.find(kClaimed) == std::string::npos) continue;
+            b_epoch[std::stoi(log_value(line, "partition"))] = std::stoll(log_value(line, "epoch"));
+        }
+        for (const auto& [p, row] : at_freeze.rows) {
+            const auto it = b_epoch.find(p);
+            (it != b_epoch.end() && it->second == row.epoch ? mine : others).insert(p);
+        }
+    }
+    ASSERT_FALSE(mine.empty()) << IngestHarness::read_file(group.log("b"));
+    ASSERT_FALSE(others.empty());
+
+    // Its partitions move on: claimed under a new epoch, then their offsets rise.
+    auto claimed = [&](const OffsetsSample& s) {
+        for (const auto p : mine) {
+            if (s.rows.at(p).epoch <= at_freeze.rows.at(p).epoch) return false;
+        }
+        return true;
+    };
+    auto moving = [&](const OffsetsSample& s) {
+        for (const auto p : mine) {
+            if (s.rows.at(p).epoch <= at_freeze.rows.at(p).epoch ||
+                s.rows.at(p).next <= at_freeze.rows.at(p).next) {
+                return false;
+            }
+        }
+        return true;
+    };
+    ASSERT_TRUE(wait_until(std::chrono::seconds(120), [&] { return moving(sampler.latest()); }))
+        << "the frozen instance's partitions did not move on\n"
+        << IngestHarness::read_file(group.log("a")) << IngestHarness::read_file(group.log("c"));
+    const auto claim = sampler.first(frozen_at, claimed);
+    const auto moved = sampler.first(frozen_at, moving);
+    ASSERT_TRUE(claim && moved);
+    // Meanwhile every partition of the others kept committing.
+    Stall others_stall;
+    for (const auto p : others) {
+        const std::set<int> only = {p};
+        EXPECT_GT(moved->sum(&only), at_freeze.sum(&only))
+            << "partition " << p << " of the other instances did not commit while one was frozen";
+        others_stall = std::max(others_stall, sampler.longest_stall(frozen_at, moved->at, &only),
+                                [](const Stall& x, const Stall& y) { return x.length < y.length; });
+    }
+    std::printf(
+        "[ measured ] frozen in its batch transaction (SIGSTOP %.1f s after the pause): its %zu "
+        "partition(s) claimed again %.1f s after SIGSTOP (%.1f s after the pause), committing "
+        "after %.1f s (%.1f s); session timeout 6 s, idle-in-transaction timeout 10 s; the "
+        "others' %zu partitions: longest pause of one meanwhile %.1f s\n",
+        seconds_between(paused_at, frozen_at), mine.size(), seconds_between(frozen_at, claim->at),
+        seconds_between(paused_at, claim->at), seconds_between(frozen_at, moved->at),
+        seconds_between(paused_at, moved->at), others.size(),
+        static_cast<double>(others_stall.length.count()) / 1000.0);
+
+    // Thawed and released: its batch transaction is gone (ended by the server), and its retry
+    // is refused by the fence. It rejoins and claims again.
+    const auto b_claims = group.count("b", kClaimed);
+    group.thaw("b");
+    run_command("touch " + shell_quote(release));
+    ASSERT_TRUE(wait_until(std::chrono::seconds(60), [&] { return group.count("b", kFenced) > 0; }))
+        << "the thawed instance's batch was not refused by the fence\n"
+        << IngestHarness::read_file(group.log("b"));
+    ASSERT_TRUE(wait_until(std::chrono::seconds(90), [&] {
+        return group.count("b", kClaimed) > b_claims;
+    })) << IngestHarness::read_file(group.log("b"));
+
+    ASSERT_EQ(fleet.wait(), 0);
+    ASSERT_TRUE(h.wait_drained(kMessages, std::chrono::seconds(300)))
+        << IngestHarness::read_file(group.log("b"));
+    sampler.stop();
+    for (const auto& n : group.names()) EXPECT_TRUE(group.running(n)) << n;
+    group.stop_all();
+    // The server ended its session: the thawed instance found its connection closed.
+    EXPECT_GT(count_in_file(group.log("b"), "server closed the connection"), 0u)
+        << IngestHarness::read_file(group.log("b"));
+    h.check_accounting(load_manifest(h.manifest_path()));
+}
+
+// Three static members (kafka.instance_id inst-a/b/c) with small batches (50 rows), first a quick
+// restart of one (SIGKILL, started again at once with the same id): no partition may move
+// (no assignment or revocation in the others' logs, no epoch of theirs bumped). Then about a
+// minute of rounds of "one frozen 10 s while another is SIGKILLed and restarted at once, then
+// the third SIGKILLed and restarted 2 s later". The test samples the stored offsets every
+// 100 ms and prints the group's longest window with no commit at all while messages waited.
+TEST(Faults, StaticMembersUnderRepeatedKillAndFreezeWithSmallBatches) {
+    IngestHarness h("chaos", 6, "trackd-chaos-" + std::to_string(getpid()));
+    constexpr int kMessages = 100000;
+    constexpr int kRate = 1000;
+    ChildProcess fleet(h.fleet_command(kVehicles, kMessages, kRate), {}, h.dir() + "/fleet.log");
+    TrackdGroup group(h, {{"TRACKD_BATCH_MAX_ROWS", "50"}});
+    for (const auto* n : {"a", "b", "c"}) group.start(n, true);
+    OffsetsSampler sampler(h.db().dsn(), h.topic(), h.group(),
+                           [&](std::int64_t stored) { return stored < kMessages; });
+    ASSERT_TRUE(wait_until(std::chrono::seconds(60), [&] {
+        const auto s = sampler.latest();
+        if (s.rows.size() != 6) return false;
+        for (const auto& [p, r] : s.rows) {
+            if (r.next < 0) return false;
+        }
+        return true;
+    })) << IngestHarness::read_file(group.log("a"));
+    // The assignment settles: nothing assigned or revoked for 3 s.
+    auto moves = [&](const std::string& n) {
+        return group.count(n, "partitions assigned") + group.count(n, "partitions revoked");
+    };
+    std::size_t settled = 0;
+    ASSERT_TRUE(wait_until(std::chrono::seconds(60), [&] {
+        const auto now = moves("a") + moves("b") + moves("c");
+        if (now != settled) {
+            settled = now;
+            std::this_thread::sleep_for(std::chrono::seconds(3));
+            return false;
+        }
+        return true;
+    }));
+
+    // A quick restart of a static member moves no partition.
+    const auto before = sampler.latest();
+    const auto a_moves = moves("a");
+    const auto c_moves = moves("c");
+    const auto b_lines = line_count(group.log("b"));
+    const auto quick = std::chrono::steady_clock::now();
+    group.sigkill("b");
+    group.restart("b");
+    ASSERT_TRUE(wait_until(std::chrono::seconds(30), [&] {
+        return !claimed_partitions(group.log("b"), b_lines).empty();
+    })) << IngestHarness::read_file(group.log("b"));
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    const auto b_back = claimed_partitions(group.log("b"), b_lines);
+    const auto after = sampler.latest();
+    std::set<int> bumped;
+    for (const auto& [p, r] : after.rows) {
+        if (r.epoch != before.rows.at(p).epoch) bumped.insert(p);
+    }
+    EXPECT_EQ(moves("a"), a_moves) << "a restart of a static member moved partitions of a\n"
+                                   << IngestHarness::read_file(group.log("a"));
+    EXPECT_EQ(moves("c"), c_moves) << "a restart of a static member moved partitions of c\n"
+                                   << IngestHarness::read_file(group.log("c"));
+    EXPECT_EQ(bumped, b_back) << "only the restarted member's own partitions may be claimed again";
+    // How long its partitions waited: claimed again, then committing again.
+    const auto reclaimed = sampler.first(quick, [&](const OffsetsSample& s) {
+        return std::all_of(b_back.begin(), b_back.end(),
+                           [&](int p) { return s.rows.at(p).epoch != before.rows.at(p).epoch; });
+    });
+    const auto recommitted = sampler.first(quick, [&](const OffsetsSample& s) {
+        return std::all_of(b_back.begin(), b_back.end(), [&](int p) {
+            return s.rows.at(p).epoch != before.rows.at(p).epoch &&
+                   s.rows.at(p).next > before.rows.at(p).next;
+        });
+    });
+    std::printf(
+        "[ measured ] quick restart of static member b: its %zu partition(s) claimed again "
+        "%.1f s and committing %.1f s after the SIGKILL; assignments/revocations in the others' "
+        "logs: %zu\n",
+        b_back.size(), seconds_between(quick, reclaimed.value_or(after).at),
+        seconds_between(quick, recommitted.value_or(after).at),
+        moves("a") + moves("c") - a_moves - c_moves);
+
+    // Kill, restart and freeze for about a minute.
+    const auto chaos_from = std::chrono::steady_clock::now();
+    const auto rounds = run_chaos(group, ChaosPlan{std::chrono::seconds(55)});
+    const auto chaos_to = std::chrono::steady_clock::now();
+    ASSERT_EQ(fleet.wait(), 0) << IngestHarness::read_file(h.dir() + "/fleet.log");
+    ASSERT_TRUE(h.wait_drained(kMessages, std::chrono::seconds(300)))
+        << IngestHarness::read_file(group.log("a"));
+    sampler.stop();
+    const auto stall = sampler.longest_stall(chaos_from, chaos_to);
+    const auto whole = sampler.longest_stall(quick, std::chrono::steady_clock::now());
+    // And the longest of one partition alone (a frozen or killed owner's partition waits for
+    // the session timeout, the rebalance and the claim).
+    Stall one;
+    int one_partition = -1;
+    for (int p = 0; p < 6; ++p) {
+        const std::set<int> only = {p};
+        const auto s = sampler.longest_stall(chaos_from, chaos_to, &only);
+        if (s.length > one.length) {
+            one = s;
+            one_partition = p;
+        }
+    }
+    std::size_t fenced = 0;
+    for (const auto& n : group.names()) fenced += group.count(n, kFenced);
+    std::printf(
+        "[ measured ] %d chaos round(s) in %.0f s: longest window with no commit in the group "
+        "while messages waited: %.1f s (at %.1f s into the chaos); over the whole run %.1f s; "
+        "longest for one partition: %.1f s (partition %d at %.1f s); %zu batch(es) refused by "
+        "the fence\n",
+        rounds, seconds_between(chaos_from, chaos_to),
+        static_cast<double>(stall.length.count()) / 1000.0, seconds_between(chaos_from, stall.from),
+        static_cast<double>(whole.length.count()) / 1000.0,
+        static_cast<double>(one.length.count()) / 1000.0, one_partition,
+        seconds_between(chaos_from, one.from), fenced);
+    for (const auto& n : group.names()) EXPECT_TRUE(group.running(n)) << n;
+    group.stop_all();
+    h.check_accounting(load_manifest(h.manifest_path()));
+}
+
+// A reader idle in a transaction on the history table (an analyst's QGIS or psql session: BEGIN;
+// SELECT count(*) ...; then nothing) for over a minute, while trackd needs new partitions (hourly,
+// none there: the test drops the ready-made day partitions, and the fleet's times cross an hour
+// boundary) and while retention runs (`trackd archive maintain`, an old empty partition due).
+// Ingest must go on committing throughout (its rows go to the DEFAULT partition), the partition
+// DDL and the retention DROP must give way (log lines), and once the reader is gone a later try
+// must create the partitions and move the rows out of DEFAULT, and retention must drop the old
+// partition.
+TEST(Faults, LongReaderIdleInTransactionDefersPartitionDdlNotIngest) {
+    IngestHarness h("longreader", 4);
+    ArchiveFixture archive(h.db().dsn(), "longreader");
+    db::Connection admin(h.db().dsn(), "trackd test");
+    // No partition from two hours ago on (the migration made day partitions up to a week
+    // ahead; they are empty), and one old partition for retention to drop.
+    {
+        auto r = admin.query(
+            "SELECT partition_name FROM trackd.history_partitions() WHERE NOT is_default AND "
+            "range_to > now() - interval '2 hours'");
+        for (int i = 0; i < r.rows(); ++i) {
+            admin.exec_script("DROP TABLE trackd." + r.at(i, 0));
+        }
+        admin.exec_script(
+            "SELECT trackd.create_history_partitions('2020-01-01', '2020-01-02', 'day')");
+    }
+    // The fleet sends one round of 1000 vehicles per second from 40 s before the current hour
+    // began (its positions' times cross the hour 40 s in), for 110 s.
+    const auto start = admin.query(
+        "SELECT to_char(date_trunc('hour', now() AT TIME ZONE 'UTC') - interval '40 seconds', "
+        "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')");
+    constexpr int kMessages = 110000;
+    const std::map<std::string, std::string> retention = {{"TRACKD_POSTGIS_RETENTION", "30 days"}};
+    auto reader = std::make_unique<db::Connection>(h.db().dsn(), "long reader");
+    reader->exec_script("BEGIN; SELECT count(*) FROM trackd.vehicle_telemetry_history");
+    const auto reader_from = std::chrono::steady_clock::now();
+    ChildProcess fleet(h.fleet_command(kVehicles, kMessages, 1000, {"--start", start.at(0, 0)}), {},
+                       h.dir() + "/fleet.log");
+    auto trackd = h.start_trackd({{"TRACKD_POSTGIS_PARTITION_INTERVAL", "hour"}});
+    OffsetsSampler sampler(h.db().dsn(), h.topic(), h.group(),
+                           [&](std::int64_t stored) { return stored < kMessages; });
+    ASSERT_TRUE(wait_until(std::chrono::seconds(60), [&] { return h.committed_messages() > 0; }))
+        << IngestHarness::read_file(h.log_path());
+    constexpr const char* kDeferred = "history partitions not created: a lock is held";
+    ASSERT_TRUE(wait_until(std::chrono::seconds(30), [&] {
+        return count_in_file(h.log_path(), kDeferred) > 0;
+    })) << IngestHarness::read_file(h.log_path());
+
+    // Retention while the reader holds on: it gives way after postgis.ddl_lock_timeout_ms.
+    std::this_thread::sleep_for(std::chrono::seconds(10));
+    const auto maintain_from = std::chrono::steady_clock::now();
+    const auto put_off = archive.archive("maintain", retention);
+    const auto maintain_s = seconds_between(maintain_from, std::chrono::steady_clock::now());
+    EXPECT_EQ(put_off.exit_code, 0) << put_off.output;
+    EXPECT_NE(put_off.output.find("retention put off: a lock is held"), std::string::npos)
+        << put_off.output;
+
+    // The reader stays for at least 60 s, and until a try after that was deferred too (tries
+    // come every 30 s), so that the partitions are made by a try after it is gone.
+    std::this_thread::sleep_until(reader_from + std::chrono::seconds(58));
+    const auto deferred_before = count_in_file(h.log_path(), kDeferred);
+    std::this_thread::sleep_until(reader_from + std::chrono::seconds(60));
+    EXPECT_TRUE(wait_until(std::chrono::seconds(40), [&] {
+        return count_in_file(h.log_path(), kDeferred) > deferred_before;
+    }));
+    auto default_rows = [&] {
+        return std::stoll(
+            admin.query("SELECT count(*) FROM trackd.vehicle_telemetry_history_default").at(0, 0));
+    };
+    auto hourly = [&] {
+        return std::stoll(admin
+                              .query("SELECT count(*) FROM trackd.history_partitions() WHERE "
+                                     "partition_name ~ '_p[0-9]{10}$'")
+                              .at(0, 0));
+    };
+    const auto in_default = default_rows();
+    EXPECT_GT(in_default, 0) << "the rows of the reader's time should be in the DEFAULT partition";
+    EXPECT_EQ(hourly(), 0) << "partitions were created while the reader held its lock";
+    const auto reader_to = std::chrono::steady_clock::now();
+    const auto deferred = count_in_file(h.log_path(), kDeferred);
+    reader->exec_script("COMMIT");
+    reader.reset();
+    const auto during = sampler.longest_stall(reader_from, reader_to);
+    const auto stored_from = sampler.samples().front().sum();
+    const auto stored_to = sampler.latest().sum();
+    EXPECT_GT(stored_to, stored_from);
+    EXPECT_GT(deferred, 0u);
+    // Afterwards: partitions created on a later try, the rows moved out of DEFAULT.
+    const auto created_wait = std::chrono::steady_clock::now();
+    ASSERT_TRUE(wait_until(std::chrono::seconds(60), [&] { return hourly() > 0; }))
+        << IngestHarness::read_file(h.log_path());
+    const auto created_s = seconds_between(created_wait, std::chrono::steady_clock::now());
+    const auto dropped = archive.archive("maintain", retention);
+    EXPECT_EQ(dropped.exit_code, 0) << dropped.output;
+    EXPECT_EQ(std::stoll(admin
+                             .query("SELECT count(*) FROM trackd.history_partitions() WHERE "
+                                    "partition_name = 'vehicle_telemetry_history_p20200101'")
+                             .at(0, 0)),
+              0)
+        << "retention did not drop the old partition once the reader was gone\n"
+        << dropped.output;
+
+    ASSERT_EQ(fleet.wait(), 0) << IngestHarness::read_file(h.dir() + "/fleet.log");
+    ASSERT_TRUE(wait_until(std::chrono::seconds(300), [&] {
+        return !trackd->running() || h.committed_messages() >= kMessages;
+    }));
+    ASSERT_TRUE(trackd->running()) << IngestHarness::read_file(h.log_path());
+    sampler.stop();
+    EXPECT_EQ(default_rows(), 0) << "rows left in the DEFAULT partition\n"
+                                 << IngestHarness::read_file(h.log_path());
+    std::printf(
+        "[ measured ] reader idle in transaction %.0f s: stored offsets %lld -> %lld meanwhile, "
+        "longest pause in commits %.1f s; partition DDL deferred %zu time(s); retention put off "
+        "in %.1f s; %lld hourly partitions created %.1f s after the reader ended, moving %lld "
+        "rows out of DEFAULT\n",
+        seconds_between(reader_from, reader_to), static_cast<long long>(stored_from),
+        static_cast<long long>(stored_to), static_cast<double>(during.length.count()) / 1000.0,
+        deferred, maintain_s, static_cast<long long>(hourly()), created_s,
+        static_cast<long long>(in_default));
+    trackd->kill(SIGTERM);
+    ASSERT_TRUE(trackd->wait_for(std::chrono::seconds(30)));
+    EXPECT_EQ(trackd->exit_code(), 0);
     h.check_accounting(load_manifest(h.manifest_path()));
 }
 

@@ -64,10 +64,14 @@ inline std::map<Coord, ManifestEntry> load_manifest(const std::string& path) {
 
 class IngestHarness {
   public:
-    explicit IngestHarness(const std::string& tag, int partitions)
+    // `group`: the consumer group (default trackd-<tag>). Tests with static members give one
+    // of their own per run: the broker keeps static members past their stop, and a member that
+    // comes back within session.timeout.ms gets its previous assignment back, even one of the
+    // previous run's topic (docs/operations.md, `kafka.instance_id`).
+    explicit IngestHarness(const std::string& tag, int partitions, std::string group = {})
         : db_(tag),
           topic_("trackd-" + tag + "-" + std::to_string(getpid())),
-          group_("trackd-" + tag),
+          group_(group.empty() ? "trackd-" + tag : std::move(group)),
           dir_(::testing::TempDir() + "trackd-" + tag + "-" + std::to_string(getpid())) {
         run_command("mkdir -p " + shell_quote(dir_));
         auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db_.dsn()) + " " + trackd_binary() +
@@ -83,26 +87,31 @@ class IngestHarness {
 
     [[nodiscard]] const TestDatabase& db() const { return db_; }
     [[nodiscard]] const std::string& topic() const { return topic_; }
+    [[nodiscard]] const std::string& group() const { return group_; }
     [[nodiscard]] std::string manifest_path() const { return dir_ + "/manifest.csv"; }
     [[nodiscard]] std::string log_path() const { return dir_ + "/trackd.log"; }
 
-    std::vector<std::string> fleet_command(int vehicles, int messages, int rate = 0) const {
-        return {std::string(TRACKD_BINARY_DIR) + "/tools/trackd-fleet",
-                "--brokers",
-                kafka_brokers(),
-                "--topic",
-                topic_,
-                "--vehicles",
-                std::to_string(vehicles),
-                "--messages",
-                std::to_string(messages),
-                "--rate",
-                std::to_string(rate),
-                "--seed",
-                "7",
-                "--manifest",
-                manifest_path(),
-                "--quiet"};
+    // `extra`: more trackd-fleet options (e.g. --start).
+    std::vector<std::string> fleet_command(int vehicles, int messages, int rate = 0,
+                                           const std::vector<std::string>& extra = {}) const {
+        std::vector<std::string> cmd = {std::string(TRACKD_BINARY_DIR) + "/tools/trackd-fleet",
+                                        "--brokers",
+                                        kafka_brokers(),
+                                        "--topic",
+                                        topic_,
+                                        "--vehicles",
+                                        std::to_string(vehicles),
+                                        "--messages",
+                                        std::to_string(messages),
+                                        "--rate",
+                                        std::to_string(rate),
+                                        "--seed",
+                                        "7",
+                                        "--manifest",
+                                        manifest_path(),
+                                        "--quiet"};
+        cmd.insert(cmd.end(), extra.begin(), extra.end());
+        return cmd;
     }
 
     // Runs the fleet to completion.

@@ -166,6 +166,12 @@ void classify_unmatched(db::Connection& conn, const db::Result& updated,
 
 }  // namespace
 
+bool default_partition_race(const db::DbError& e) {
+    return e.sqlstate() == "23514" &&
+           std::string_view(e.what()).find("vehicle_telemetry_history_default") !=
+               std::string_view::npos;
+}
+
 PostgisSink::PostgisSink(const config::Config& config, std::string application_name)
     : config_(config), application_name_(std::move(application_name)) {
     reconnect();
@@ -273,10 +279,18 @@ void PostgisSink::ensure_partitions(const batch::Batch& b) {
         b.rows.begin(), b.rows.end(), [](const batch::Row& x, const batch::Row& y) {
             return x.position.recorded_at_us < y.position.recorded_at_us;
         });
-    const std::int64_t from = lo->position.recorded_at_us;
-    const std::int64_t to =
+    std::int64_t from = lo->position.recorded_at_us;
+    std::int64_t to =
         hi->position.recorded_at_us +
         config_.postgis.partitions_ahead * interval_us(config_.postgis.partition_interval);
+    // Rows committed while the DDL was put off are in the DEFAULT partition: the next try
+    // creates their partitions too (create_history_partitions moves them out), or they would
+    // stay there whenever later batches no longer cover their range (an hour boundary passed).
+    if (deferred_range_) {
+        from = std::min(from, deferred_range_->first);
+        to = std::max(to, deferred_range_->second);
+    }
+    const auto defer = [&] { deferred_range_ = std::pair{from, to}; };
     // Known hours are skipped; the function is idempotent anyway, this only saves a round trip.
     bool all_known = true;
     for (std::int64_t h = from / kHourUs; h <= to / kHourUs && all_known; ++h) {
@@ -284,7 +298,10 @@ void PostgisSink::ensure_partitions(const batch::Batch& b) {
     }
     if (all_known) return;
     const auto now = std::chrono::steady_clock::now();
-    if (now < ddl_retry_at_) return;  // rows go to the DEFAULT partition meanwhile
+    if (now < ddl_retry_at_) {  // rows go to the DEFAULT partition meanwhile
+        defer();
+        return;
+    }
     // Creating or attaching a partition takes an ACCESS EXCLUSIVE lock on the history table;
     // while it waits, every COPY queues behind it. So it waits briefly and gives way to a long
     // reader (a QGIS session idle in a transaction), to be tried again later.
@@ -300,13 +317,16 @@ void PostgisSink::ensure_partitions(const batch::Batch& b) {
         conn.exec_script("COMMIT");
     } catch (const db::DbError& e) {
         rollback_quietly(conn);
-        if (e.sqlstate() != "55P03") throw;
+        const bool race = default_partition_race(e);
+        if (e.sqlstate() != "55P03" && !race) throw;
         ddl_retry_at_ = now + kDdlRetry;
+        defer();
         partitions_deferred().inc();
-        core::log::warn(
-            "history partitions not created: a lock is held on the history table; "
-            "rows go to the DEFAULT partition until a later try",
-            {{"retry_in_s", std::to_string(kDdlRetry.count())}, {"error", e.what()}});
+        core::log::warn(race ? "history partitions not created: rows of their range were being "
+                               "written to the DEFAULT partition meanwhile; a later try moves them"
+                             : "history partitions not created: a lock is held on the history "
+                               "table; rows go to the DEFAULT partition until a later try",
+                        {{"retry_in_s", std::to_string(kDdlRetry.count())}, {"error", e.what()}});
         return;
     }
     const auto& r = *created;
@@ -315,6 +335,7 @@ void PostgisSink::ensure_partitions(const batch::Batch& b) {
                         {{"count", r.at(0, 0)}, {"interval", config_.postgis.partition_interval}});
     }
     for (std::int64_t h = from / kHourUs; h <= to / kHourUs; ++h) partitions_known_.insert(h);
+    deferred_range_.reset();
 }
 
 CommitResult PostgisSink::commit(const batch::Batch& b,

@@ -9,9 +9,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "trackd/config/config.hpp"
@@ -19,9 +21,19 @@
 
 namespace trackd::db {
 class Connection;
-}
+class DbError;
+}  // namespace trackd::db
 
 namespace trackd::sink::postgis {
+
+// A history partition was attached while this transaction wrote rows of its range into the
+// DEFAULT partition (another writer's or instance's create_history_partitions): PostgreSQL
+// refuses the COPY ("new row for relation ..._default violates partition constraint") or the
+// ATTACH ("updated partition constraint for default partition ... would be violated"). Nothing
+// was stored; a retry routes the rows to the new partition. (SQLSTATE 23514 naming the DEFAULT
+// partition: relation names are never translated, and no other constraint of the ingest
+// transaction is on that table.)
+bool default_partition_race(const db::DbError& e);
 
 class PostgisSink final : public Sink {
   public:
@@ -53,6 +65,9 @@ class PostgisSink final : public Sink {
     std::set<std::int64_t> partitions_known_;  // interval starts (us) known to exist
     // After partition DDL timed out on a lock: not before this time again.
     std::chrono::steady_clock::time_point ddl_retry_at_{};
+    // The time range (us) of the rows committed while partition DDL was put off: they went to
+    // the DEFAULT partition, and the next try covers their range too, which moves them out.
+    std::optional<std::pair<std::int64_t, std::int64_t>> deferred_range_;
 };
 
 }  // namespace trackd::sink::postgis
