@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite, as on a fresh machine: install packages, build (release and ASan+UBSan),
-# start the real local services, run unit, integration and fault tests, stop the services.
+# The whole test suite, as on a fresh machine: install packages, check the format, build
+# (release and ASan+UBSan, through ccache), clang-tidy, fuzz, start the real local services, run
+# unit, integration and fault tests, stop the services. Prints each step's time at the end.
 # Exits non-zero on any failure and then prints the services' logs.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
