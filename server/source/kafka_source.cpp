@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -146,7 +147,26 @@ void KafkaSource::on_rebalance(int err, void* raw) {
 }
 
 void KafkaSource::handle_rebalance(int err, void* raw) {
-    auto* list = static_cast<rd_kafka_topic_partition_list_t*>(raw);
+    auto* given = static_cast<rd_kafka_topic_partition_list_t*>(raw);
+    // Only kafka.topic's partitions: a static member that comes back within its session
+    // timeout gets its previous assignment, which after a change of kafka.topic (same group)
+    // names the old topic's partitions; claiming those numbers for this topic would be wrong.
+    rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(given->cnt);
+    const std::unique_ptr<rd_kafka_topic_partition_list_t,
+                          decltype(&rd_kafka_topic_partition_list_destroy)>
+        owned(list, &rd_kafka_topic_partition_list_destroy);
+    for (int i = 0; i < given->cnt; ++i) {
+        if (config_.topic == given->elems[i].topic) {
+            rd_kafka_topic_partition_list_add(list, given->elems[i].topic,
+                                              given->elems[i].partition);
+        } else {
+            core::log::warn(
+                "ignored a partition of another topic in the group's assignment "
+                "(change kafka.group together with kafka.topic)",
+                {{"topic", given->elems[i].topic},
+                 {"partition", std::to_string(given->elems[i].partition)}});
+        }
+    }
     const bool cooperative = std::strcmp(rd_kafka_rebalance_protocol(rk_), "COOPERATIVE") == 0;
     const auto parts = partitions_of(list);
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {

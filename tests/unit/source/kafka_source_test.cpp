@@ -105,7 +105,8 @@ TEST(KafkaSource, StartsEachPartitionWhereItsOwnerSaysAndRevokesOnClose) {
 TEST(KafkaSource, PausedItReadsNothingAndResumedItGoesOn) {
     MockCluster cluster;
     RecordingOwner owner;
-    source::KafkaSource source(cluster.config(), owner);
+    const auto config = cluster.config();  // KafkaSource keeps a reference
+    source::KafkaSource source(config, owner);
     std::size_t n = 0;
     auto until = std::chrono::steady_clock::now() + 30s;
     while (n < 1 && std::chrono::steady_clock::now() < until) {
@@ -133,7 +134,8 @@ TEST(KafkaSource, AnOwnersExceptionComesOutOfPollNotThroughLibrdkafka) {
     MockCluster cluster;
     RecordingOwner owner;
     owner.throw_on_assign = true;
-    source::KafkaSource source(cluster.config(), owner);
+    const auto config = cluster.config();  // KafkaSource keeps a reference
+    source::KafkaSource source(config, owner);
     const auto until = std::chrono::steady_clock::now() + 30s;
     bool thrown = false;
     while (!thrown && std::chrono::steady_clock::now() < until) {
