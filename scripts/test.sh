@@ -103,7 +103,8 @@ done
 if [[ " $presets " == *" release "* ]]; then
   step "fault suite (release)"
   bash "$here/toxiproxy.sh" install >/dev/null
-  ctest --preset release -L faults
+  # Side by side too: each case runs its own PostgreSQL, Kafka or Toxiproxy on free ports.
+  ctest --preset release -L faults -j "${TRACKD_FAULT_JOBS:-2}"
 fi
 
 step "all tests passed"
