@@ -402,36 +402,8 @@ FROM generate_series(0, 30) j;
         cmd.emplace_back(a);
     }
     ChildProcess fleet(cmd, {}, ::testing::TempDir() + "geocrash-fleet.log");
-    std::mt19937 rng(4242);
-    std::uniform_int_distribution<int> run_ms(0, 400);
-    int kills = 0;
-    while (kills < 4 || fleet.running()) {
-        const auto epoch_before = h.max_epoch();
-        auto trackd = h.start_trackd(env);
-        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-        while (h.max_epoch() == epoch_before && std::chrono::steady_clock::now() < until) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
-        ASSERT_GT(h.max_epoch(), epoch_before) << IngestHarness::read_file(h.log_path());
-        const auto committed_at_claim = h.committed_messages();
-        const auto progress_until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-        while (h.committed_messages() == committed_at_claim &&
-               std::chrono::steady_clock::now() < progress_until) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(run_ms(rng)));
-        ASSERT_TRUE(trackd->running()) << IngestHarness::read_file(h.log_path());
-        trackd->kill(SIGKILL);
-        trackd->wait();
-        ++kills;
-        ASSERT_LT(kills, 200);
-    }
-    ASSERT_EQ(fleet.wait(), 0);
-    auto trackd = h.start_trackd(env);
-    ASSERT_TRUE(h.wait_drained(kMessages, std::chrono::seconds(300)))
-        << IngestHarness::read_file(h.log_path());
-    trackd->kill(SIGTERM);
-    trackd->wait();
+    const auto killed = h.kill_and_restart_until_drained(fleet, kMessages, env, 4, 4242);
+    ASSERT_TRUE(killed.drained);
     h.check_accounting(load_manifest(h.manifest_path()));
 
     db::Connection conn(h.db().dsn(), "test");
@@ -486,7 +458,7 @@ FROM generate_series(0, 30) j;
     EXPECT_EQ(ids.at(0, 2), "1");
     EXPECT_EQ(ids.at(0, 3), ids.at(0, 0));
     EXPECT_EQ(ids.at(0, 4), ids.at(0, 0));
-    std::printf("[ measured ] %zu events, trackd killed %d times\n", expected.size(), kills);
+    std::printf("[ measured ] %zu events, trackd killed %d times\n", expected.size(), killed.kills);
 }
 
 // The zone API's part: the dwell time is set, kept and checked; deleting a zone deletes its

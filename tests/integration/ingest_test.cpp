@@ -44,43 +44,10 @@ TEST(Ingest, SurvivesRepeatedSigkillWithoutLossOrDuplicates) {
         {"TRACKD_KAFKA_INSTANCE_ID", "crash-test-instance"}};
     ChildProcess fleet(h.fleet_command(kVehicles, kMessages, 4000), {},
                        ::testing::TempDir() + "crash-fleet.log");
-    std::mt19937 rng(12345);
-    std::uniform_int_distribution<int> run_ms(0, 400);
-    int kills = 0;
-    int kills_after_progress = 0;
-    while (kills < 5 || fleet.running()) {
-        const auto epoch_before = h.max_epoch();
-        auto trackd = h.start_trackd(env);
-        // Kill only once it owns its partitions and has committed a batch of its own, so that
-        // each kill lands in the middle of ingest (reading, validating, committing).
-        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-        while (h.max_epoch() == epoch_before && std::chrono::steady_clock::now() < until) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
-        ASSERT_GT(h.max_epoch(), epoch_before) << IngestHarness::read_file(h.log_path());
-        const auto committed_at_claim = h.committed_messages();
-        const auto progress_until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-        bool progressed = false;
-        while (!progressed && std::chrono::steady_clock::now() < progress_until) {
-            progressed = h.committed_messages() > committed_at_claim;
-            if (!progressed) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(run_ms(rng)));
-        ASSERT_TRUE(trackd->running()) << IngestHarness::read_file(h.log_path());
-        trackd->kill(SIGKILL);
-        trackd->wait();
-        ++kills;
-        if (progressed) ++kills_after_progress;
-        ASSERT_LT(kills, 200);
-    }
-    ASSERT_EQ(fleet.wait(), 0);
-    auto trackd = h.start_trackd(env);
-    ASSERT_TRUE(h.wait_drained(kMessages, std::chrono::seconds(300)))
-        << IngestHarness::read_file(h.log_path());
-    trackd->kill(SIGTERM);
-    trackd->wait();
+    const auto r = h.kill_and_restart_until_drained(fleet, kMessages, env, 5, 12345);
+    ASSERT_TRUE(r.drained);
     std::printf("[ measured ] trackd was killed with SIGKILL %d times, %d after committing\n",
-                kills, kills_after_progress);
+                r.kills, r.after_progress);
     h.check_accounting(load_manifest(h.manifest_path()));
 }
 

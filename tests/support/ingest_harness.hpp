@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <random>
 #include <set>
 #include <sstream>
 #include <string>
@@ -180,6 +181,64 @@ class IngestHarness {
     // The exact accounting: history = accepted set, dead letters = rejected set with the right
     // reasons, no duplicates, current state = latest accepted per vehicle, offsets = end.
     // `with_rejected`: the fleet sent bad messages too (false: it sent only accepted ones).
+    // The SIGKILL loop: while `fleet` produces, trackd (with `env`) is started, killed with
+    // SIGKILL at a random moment once it has claimed its partitions and committed a batch of its
+    // own (or 5 s passed), and started again, at least `min_kills` times and until the fleet is
+    // done; then it runs once more until `messages` are drained and stops with SIGTERM.
+    struct KillReport {
+        int kills = 0;
+        int after_progress = 0;  // kills after a commit of the killed instance's own
+        bool drained = false;
+    };
+    KillReport kill_and_restart_until_drained(ChildProcess& fleet, std::int64_t messages,
+                                              const std::map<std::string, std::string>& env,
+                                              int min_kills, unsigned seed) {
+        KillReport report;
+        std::mt19937 rng(seed);
+        std::uniform_int_distribution<int> run_ms(0, 400);
+        while (report.kills < min_kills || fleet.running()) {
+            const auto epoch_before = max_epoch();
+            auto trackd = start_trackd(env);
+            // Kill only once it owns its partitions and has committed a batch of its own, so
+            // that each kill lands in the middle of ingest (reading, validating, committing).
+            const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+            while (max_epoch() == epoch_before && std::chrono::steady_clock::now() < until) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            }
+            if (max_epoch() == epoch_before) {
+                ADD_FAILURE() << "trackd claimed nothing within 60 s\n" << read_file(log_path());
+                return report;
+            }
+            const auto committed_at_claim = committed_messages();
+            const auto progress_until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+            bool progressed = false;
+            while (!progressed && std::chrono::steady_clock::now() < progress_until) {
+                progressed = committed_messages() > committed_at_claim;
+                if (!progressed) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(run_ms(rng)));
+            if (!trackd->running()) {
+                ADD_FAILURE() << "trackd stopped by itself\n" << read_file(log_path());
+                return report;
+            }
+            trackd->kill(SIGKILL);
+            trackd->wait();
+            ++report.kills;
+            if (progressed) ++report.after_progress;
+            if (report.kills >= 200) {
+                ADD_FAILURE() << "200 kills and the fleet is still producing";
+                return report;
+            }
+        }
+        EXPECT_EQ(fleet.wait(), 0);
+        auto trackd = start_trackd(env);
+        report.drained = wait_drained(messages, std::chrono::seconds(300));
+        EXPECT_TRUE(report.drained) << read_file(log_path());
+        trackd->kill(SIGTERM);
+        trackd->wait();
+        return report;
+    }
+
     void check_accounting(const std::map<Coord, ManifestEntry>& manifest,
                           bool with_rejected = true) {
         db::Connection conn(db_.dsn(), "test");
