@@ -3,6 +3,7 @@
 // (exit 2 for `trackd audit`, whose 1 means "violations found").
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <string>
@@ -138,7 +139,7 @@ int cmd_archive(const trackd::config::Config& config, const std::vector<std::str
         archiver.run(g_stop);
         return 0;
     }
-    if (!archiver.try_lock()) {
+    if (!archiver.try_lock(std::chrono::seconds(5))) {
         fmt::print(stderr, "trackd: another archiver holds the lock of {}.{}; not archiving\n",
                    config.archive.namespace_, config.archive.table);
         return 3;

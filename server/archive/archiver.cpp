@@ -289,7 +289,14 @@ struct Archiver::Impl {
 Archiver::Archiver(const config::Config& config) : impl_(std::make_unique<Impl>(config)) {}
 Archiver::~Archiver() = default;
 
-bool Archiver::try_lock() { return impl_->try_lock(); }
+bool Archiver::try_lock(std::chrono::milliseconds wait) {
+    const auto until = Clock::now() + wait;
+    while (!impl_->try_lock()) {
+        if (Clock::now() >= until) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return true;
+}
 ArchiveReport Archiver::archive_pending() { return impl_->archive_pending(true); }
 MaintainReport Archiver::maintain() { return impl_->maintain(); }
 

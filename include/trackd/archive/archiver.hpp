@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 
@@ -41,8 +42,10 @@ class Archiver {
     Archiver(const Archiver&) = delete;
     Archiver& operator=(const Archiver&) = delete;
 
-    // Takes the one-archiver lock if free; true when this Archiver holds it.
-    bool try_lock();
+    // Takes the one-archiver lock if it is free or becomes free within `wait`; true when this
+    // Archiver holds it. (A one-shot command waits a little: the session of an archiver that
+    // just exited may still hold the lock for a moment on a busy server.)
+    bool try_lock(std::chrono::milliseconds wait = std::chrono::milliseconds(0));
     // Archives every batch committed so far (as many snapshots as archive.target_file_bytes
     // needs), then applies postgis.retention. Requires the lock.
     ArchiveReport archive_pending();
