@@ -415,24 +415,7 @@ TEST(Faults, InstanceFrozenInsideItsBatchTransactionLosesItsPartitionsInBoundedT
     ASSERT_TRUE(h.wait_drained(kMessages, std::chrono::seconds(300)))
         << IngestHarness::read_file(group.log("b"));
     sampler.stop();
-    // Every instance is still up, except one that librdkafka declared fenced: a static member
-    // thawed after its session expired can have an offset commit (lag monitoring) answered
-    // FENCED_INSTANCE_ID, which librdkafka makes a fatal consumer error; trackd then exits 1 with
-    // that message for its supervisor to restart it (docs/reliability.md, Limits). Its
-    // partitions moved on; the accounting below is exact either way.
-    int fenced_exits = 0;
-    for (const auto& n : group.names()) {
-        if (group.running(n)) continue;
-        const bool fenced_fatal =
-            group.count(n, "Static consumer fenced by other consumer with same group.instance.id") >
-                0 &&
-            group.count(n, "trackd: kafka: fatal consumer error") > 0;
-        EXPECT_TRUE(fenced_fatal) << n << " stopped for another reason:\n"
-                                  << IngestHarness::read_file(group.log(n));
-        ++fenced_exits;
-    }
-    std::printf("[ measured ] instances that exited on librdkafka's fatal FENCED_INSTANCE_ID: %d\n",
-                fenced_exits);
+    for (const auto& n : group.names()) EXPECT_TRUE(group.running(n)) << n;
     group.stop_all();
     // The server ended its session: the thawed instance found its connection closed.
     EXPECT_GT(count_in_file(group.log("b"), "server closed the connection"), 0u)

@@ -42,8 +42,8 @@
 
 namespace trackd::test {
 
-// host and port of a URI-form DSN (postgresql://user@host:port/db?...); port 5432 if absent.
-inline std::pair<std::string, unsigned short> pg_endpoint(const std::string& dsn) {
+// Where host:port stands in a URI-form DSN (postgresql://user@host:port/db?...): [begin, end).
+inline std::pair<std::size_t, std::size_t> pg_hostport_span(const std::string& dsn) {
     const auto scheme = dsn.find("://");
     if (scheme == std::string::npos) throw std::invalid_argument("not a URI DSN: " + dsn);
     auto start = scheme + 3;
@@ -51,6 +51,12 @@ inline std::pair<std::string, unsigned short> pg_endpoint(const std::string& dsn
     if (end == std::string::npos) end = dsn.size();
     const auto at = dsn.rfind('@', end);
     if (at != std::string::npos && at >= start) start = at + 1;
+    return {start, end};
+}
+
+// host and port of a URI-form DSN; port 5432 if absent.
+inline std::pair<std::string, unsigned short> pg_endpoint(const std::string& dsn) {
+    const auto [start, end] = pg_hostport_span(dsn);
     const std::string hostport = dsn.substr(start, end - start);
     const auto colon = hostport.rfind(':');
     if (colon == std::string::npos || hostport.back() == ']') return {hostport, 5432};
@@ -99,13 +105,7 @@ class PgFaultProxy {
     // The DSN (URI form postgresql://user@host:port/db?...) with host:port replaced by the
     // proxy's.
     [[nodiscard]] std::string through(const std::string& dsn) const {
-        const auto scheme = dsn.find("://");
-        if (scheme == std::string::npos) throw std::invalid_argument("not a URI DSN: " + dsn);
-        auto start = scheme + 3;
-        auto end = dsn.find_first_of("/?", start);
-        if (end == std::string::npos) end = dsn.size();
-        const auto at = dsn.rfind('@', end);
-        if (at != std::string::npos && at >= start) start = at + 1;
+        const auto [start, end] = pg_hostport_span(dsn);
         return dsn.substr(0, start) + "127.0.0.1:" + std::to_string(port_) + dsn.substr(end);
     }
 
