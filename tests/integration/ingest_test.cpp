@@ -5,6 +5,7 @@
 #include <librdkafka/rdkafka.h>
 
 #include "support/ingest_harness.hpp"
+#include "support/own_services.hpp"
 
 namespace trackd::test {
 namespace {
@@ -51,13 +52,15 @@ TEST(Ingest, SurvivesRepeatedSigkillWithoutLossOrDuplicates) {
     h.check_accounting(load_manifest(h.manifest_path()));
 }
 
+// The cluster is the test's own, so that the restart disturbs no other test.
 TEST(Ingest, SurvivesPostgresqlImmediateRestart) {
+    OwnPostgres pg("pgrestart");
     IngestHarness h("pgrestart", kPartitions);
     ChildProcess fleet(h.fleet_command(kVehicles, kMessages, 25000), {},
                        ::testing::TempDir() + "pgrestart-fleet.log");
     auto trackd = h.start_trackd();
     std::this_thread::sleep_for(std::chrono::seconds(2));
-    const auto r = run_command(std::string(TRACKD_SOURCE_DIR) + "/scripts/pg.sh restart immediate");
+    const auto r = pg.ctl("restart immediate");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     ASSERT_EQ(fleet.wait(), 0);
     ASSERT_TRUE(h.wait_drained(kMessages, std::chrono::seconds(300)))

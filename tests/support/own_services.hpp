@@ -1,0 +1,136 @@
+// Services of a test's own: a PostgreSQL cluster or a Kafka broker started by the project's
+// scripts (scripts/pg.sh, scripts/kafka.sh) in a private folder on free ports, for tests that stop
+// or restart a service, so that they never disturb the tests that share the local services.
+// Each object points the test process's environment (TEST_PG_ADMIN_DSN, TEST_KAFKA_BROKERS and
+// the scripts' variables) at its service while it lives.
+#pragma once
+
+#include <cstdlib>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "support/process.hpp"
+
+namespace trackd::test {
+
+inline unsigned short free_port() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    socklen_t len = sizeof addr;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+        ::close(fd);
+        throw std::runtime_error("cannot find a free port");
+    }
+    ::close(fd);
+    return ntohs(addr.sin_port);
+}
+
+inline std::string temp_dir(const std::string& tag) {
+    const auto dir = ::testing::TempDir() + "trackd-own-" + tag + "-" + std::to_string(getpid());
+    run_command("rm -rf " + shell_quote(dir) + " && mkdir -p " + shell_quote(dir));
+    return dir;
+}
+
+// Sets an environment variable for the lifetime of the object (the test's own process and the
+// scripts and programs it starts read it).
+class ScopedEnv {
+  public:
+    ScopedEnv(std::string name, const std::string& value) : name_(std::move(name)) {
+        if (const char* old = std::getenv(name_.c_str())) old_ = old;
+        ::setenv(name_.c_str(), value.c_str(), 1);
+    }
+    ~ScopedEnv() {
+        if (old_) {
+            ::setenv(name_.c_str(), old_->c_str(), 1);
+        } else {
+            ::unsetenv(name_.c_str());
+        }
+    }
+    ScopedEnv(const ScopedEnv&) = delete;
+    ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+  private:
+    std::string name_;
+    std::optional<std::string> old_;
+};
+
+// A PostgreSQL cluster of the test's own (scripts/pg.sh in a private folder, on a free port);
+// the test databases of this process are created on it while it lives.
+class OwnPostgres {
+  public:
+    explicit OwnPostgres(const std::string& tag)
+        : dir_(temp_dir(tag + "-pg")),
+          port_(free_port()),
+          admin_("TEST_PG_ADMIN_DSN",
+                 "postgresql://postgres@127.0.0.1:" + std::to_string(port_) + "/postgres") {
+        const auto r = ctl("start");
+        if (r.exit_code != 0) throw std::runtime_error("pg.sh start failed:\n" + r.output);
+    }
+    ~OwnPostgres() {
+        ctl("stop");
+        run_command("rm -rf " + shell_quote(dir_));
+    }
+    OwnPostgres(const OwnPostgres&) = delete;
+    OwnPostgres& operator=(const OwnPostgres&) = delete;
+
+    CommandResult ctl(const std::string& args) const {
+        return run_command("TRACKD_LOCAL_DIR=" + shell_quote(dir_) +
+                           " LOCAL_PG_PORT=" + std::to_string(port_) + " " +
+                           std::string(TRACKD_SOURCE_DIR) + "/scripts/pg.sh " + args);
+    }
+
+  private:
+    std::string dir_;
+    unsigned short port_;
+    ScopedEnv admin_;
+};
+
+// A Kafka broker of the test's own (scripts/kafka.sh in a private folder, on free ports); the
+// harness's topics and trackd-fleet use it while it lives.
+class OwnKafka {
+  public:
+    explicit OwnKafka(const std::string& tag)
+        : dir_(temp_dir(tag + "-kafka")),
+          port_(free_port()),
+          controller_port_(free_port()),
+          port_env_("LOCAL_KAFKA_PORT", std::to_string(port_)),
+          controller_env_("LOCAL_KAFKA_CONTROLLER_PORT", std::to_string(controller_port_)),
+          dir_env_("TRACKD_LOCAL_DIR", dir_),
+          brokers_env_("TEST_KAFKA_BROKERS", "127.0.0.1:" + std::to_string(port_)) {
+        const auto r = ctl("start");
+        if (r.exit_code != 0) throw std::runtime_error("kafka.sh start failed:\n" + r.output);
+    }
+    ~OwnKafka() {
+        ctl("stop");
+        run_command("rm -rf " + shell_quote(dir_));
+    }
+    OwnKafka(const OwnKafka&) = delete;
+    OwnKafka& operator=(const OwnKafka&) = delete;
+
+    // The environment above is this process's own, so the script finds this broker.
+    static CommandResult ctl(const std::string& args) {
+        return run_command(std::string(TRACKD_SOURCE_DIR) + "/scripts/kafka.sh " + args);
+    }
+
+  private:
+    std::string dir_;
+    unsigned short port_;
+    unsigned short controller_port_;
+    ScopedEnv port_env_;
+    ScopedEnv controller_env_;
+    ScopedEnv dir_env_;
+    ScopedEnv brokers_env_;
+};
+
+}  // namespace trackd::test
