@@ -2,7 +2,7 @@
 # bench/ingest: trackd end to end against the COPY limit and against the usual Python consumer,
 # over the same pre-produced messages, in one run (docs/benchmarks.md).
 #
-#   bash bench/ingest.sh [--messages N] [--vehicles N] [--partitions N] [--bad-share F]
+#   bash bench/ingest.sh [--workload fleet|each-vehicle-once|moving] [--messages N] [--vehicles N] [--partitions N] [--bad-share F]
 #                        [--repeat R] [--python-seconds S] [--python-messages N] [--no-python]
 #                        [--profile [--variant-repeat 3] [--variant-connections 1]] [--no-record]
 #   ZONES=1000 bash bench/ingest.sh --messages 300000 --no-python   (or --zones N)
@@ -41,8 +41,10 @@ set -euo pipefail
 # shellcheck source=bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-messages=2000000
-vehicles=20000
+messages=""
+vehicles=""
+workload=fleet
+duplicate_share=""
 partitions=12
 bad_share=0.01
 repeat=2
@@ -56,6 +58,7 @@ record=1
 zones="${ZONES:-0}"
 while (($#)); do
   case "$1" in
+    --workload) workload="$2"; shift 2 ;;
     --messages) messages="$2"; shift 2 ;;
     --vehicles) vehicles="$2"; shift 2 ;;
     --partitions) partitions="$2"; shift 2 ;;
@@ -73,6 +76,20 @@ while (($#)); do
     *) die "unknown option $1 (see --help)" ;;
   esac
 done
+# Workloads (docs/benchmarks.md): the fleet mix; every vehicle id once (every row reaches the
+# current-state upsert, which inserts a new row each time); 10,000 vehicles moving (few
+# current-state rows per batch: light rows).
+case "$workload" in
+  fleet) messages="${messages:-2000000}"; vehicles="${vehicles:-20000}" ;;
+  each-vehicle-once)
+    messages="${messages:-1000000}"
+    vehicles="${vehicles:-$messages}"
+    ((vehicles >= messages)) || die "--workload each-vehicle-once needs --vehicles >= --messages"
+    duplicate_share=0 # a duplicate would send a vehicle twice
+    ;;
+  moving) messages="${messages:-1000000}"; vehicles="${vehicles:-10000}" ;;
+  *) die "--workload: fleet, each-vehicle-once or moving, not '$workload'" ;;
+esac
 ((profile)) && repeat=1
 if ((profile)) && ! command -v perf >/dev/null; then
   echo "bench/ingest.sh: --profile needs perf (Debian linux-perf, in scripts/setup.sh)" >&2
@@ -124,6 +141,31 @@ statements_of() {
      ORDER BY total_exec_time DESC LIMIT 10"
 }
 
+# The statements of one database, grouped by kind, with their share of the wall time of
+# CONNECTIONS connections over SECONDS: how busy the connections were inside statements (the
+# rest is round trips, the client's own work and waiting for the next batch). Key=value lines.
+statement_shares() {
+  local db="$1" seconds="$2" conns="$3"
+  psql_at "$db" -F '=' -c "
+    WITH s AS (
+      SELECT CASE WHEN query LIKE 'COPY trackd.vehicle_telemetry_history%' THEN 'copy_history'
+                  WHEN query LIKE 'COPY current_stage%' THEN 'copy_stage'
+                  WHEN query LIKE 'INSERT INTO trackd.vehicle_current_state%' THEN 'upsert'
+                  WHEN query ILIKE 'commit%' THEN 'commit'
+                  WHEN query LIKE 'UPDATE trackd.kafka_offsets%' THEN 'offsets'
+                  WHEN query ILIKE 'begin%' OR query LIKE 'SELECT nextval%' THEN 'begin'
+                  ELSE 'other' END AS kind, calls, total_exec_time
+        FROM pg_stat_statements
+       WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+         AND query NOT LIKE '%pg_stat_activity%' AND query NOT LIKE '%pg_stat_statements%'
+         AND query NOT LIKE '%FROM trackd.kafka_offsets WHERE consumer_group%'
+         AND query NOT LIKE '--%' AND query NOT ILIKE 'set %' AND query NOT ILIKE 'create %'
+         AND query NOT ILIKE 'drop %' AND query NOT ILIKE 'alter %')
+    SELECT 'stmt_' || kind || '_s', round(sum(total_exec_time)::numeric / 1000, 3)::text FROM s GROUP BY kind
+    UNION ALL SELECT 'stmt_calls', sum(calls)::text FROM s
+    UNION ALL SELECT 'stmt_busy_share', round((sum(total_exec_time) / 1000 / ($seconds * $conns))::numeric, 3)::text FROM s"
+}
+
 pg_counters() {
   psql_at "$1" -F ' ' -c 'SELECT w.wal_records, w.wal_fpi, w.wal_bytes, w.wal_buffers_full, w.wal_write,
       w.wal_sync, b.checkpoints_timed, b.checkpoints_req, pg_current_wal_lsn() - $$0/0$$::pg_lsn
@@ -149,7 +191,7 @@ say "producing $messages messages ($vehicles vehicles, $partitions partitions, b
 create_topic "$topic" "$partitions"
 t0=$(date +%s.%N)
 "$bench_bin/tools/trackd-fleet" --brokers "$brokers" --topic "$topic" --vehicles "$vehicles" \
-  --messages "$messages" --bad-share "$bad_share" --quiet --summary-json "$work/fleet.json" \
+  --messages "$messages" --bad-share "$bad_share" ${duplicate_share:+--duplicate-share "$duplicate_share"} --quiet --summary-json "$work/fleet.json" \
   >"$work/fleet.log" 2>&1 || die "trackd-fleet failed: $(tail -n 5 "$work/fleet.log")"
 produce_s=$(calc "$(date +%s.%N) - $t0" %.1f)
 sent=$(jq -r .sent "$work/fleet.json")
@@ -252,6 +294,7 @@ run_trackd() {
     echo "startup_s=$(calc "$first_commit - $t_launch" %.2f)"
     echo "pg_cpu_s=$(calc "$pg1 - $pg0")"
     echo "pauses=$(grep -c 'paused: in-flight limit reached' "$work/trackd_$i.log" || true)"
+    statement_shares "$db" "$(calc "$done_at - $t_launch")" "$(kv "$out" writers)"
   } >>"$out"
   echo "others_s=$(calc "$(kv "$out" busy_s) - $(kv "$out" cpu_s) - $(kv "$out" pg_cpu_s) - $(kv "$out" kafka_cpu_s)")" >>"$out"
   say "trackd run $i: $rows rows (+$dead dead letters) in $(kv "$out" seconds)s: $(kv "$out" rows_per_s) rows/s end to end, $(kv "$out" steady_rows_per_s) rows/s after the first commit (start-up $(kv "$out" startup_s)s; other processes used $(kv "$out" others_s) CPU-s meanwhile)"
@@ -318,6 +361,7 @@ run_limit() {
   j1="$(machine_jiffies)"
   settle_backends "$db"
   p1="$(pg_cpu_total)"
+  statement_shares "$db" "$(kv "$out" seconds)" "$conns" >>"$out"
   {
     echo "client_cpu_s=$(calc "$c1 - $c0")"
     echo "pg_cpu_s=$(calc "$p1 - $p0")"
@@ -500,7 +544,7 @@ report="$work/report.md"
 {
   echo "- commit: $commit"
   echo "- machine: $machine"
-  echo "- settings: $sent messages ($accepted valid), $vehicles vehicles, $partitions partitions, bad share $bad_share; trackd defaults${trackd_settings:+ except $trackd_settings} (batch.writers = $writers); trackd and the COPY limit alternate $repeat time(s), the best of each counts"
+  echo "- settings: workload $workload: $sent messages ($accepted valid), $vehicles vehicles, $partitions partitions, bad share $bad_share; trackd defaults${trackd_settings:+ except $trackd_settings} (batch.writers = $writers); trackd and the COPY limit alternate $repeat time(s), the best of each counts"
   ((profile)) && echo "- profiled run (perf sampling at 499 Hz on trackd and its writer backends adds a little overhead)"
   echo
   echo "| path | rows | seconds | rows/s | rows/s after first commit | client CPU s/M rows | its PostgreSQL backends CPU s/M rows | PostgreSQL cluster CPU s/M rows | Kafka CPU s/M rows | machine busy | other processes' CPU-s |"
@@ -533,6 +577,18 @@ report="$work/report.md"
   fi
   echo "- trackd peak RSS: $(calc "$(kv "$bt" rss_kib) / 1024" %.0f) MiB (batch.inflight_bytes = $(calc "$inflight / 1048576" %.0f) MiB; reading paused $(kv "$bt" pauses) time(s) at the in-flight limit)"
   echo "- trackd CPU (best run): $(kv "$bt" cpu_s) s in all — poll thread $(kv "$bt" poll_cpu_s) s, commit threads $(kv "$bt" commit_cpu_s) s, librdkafka $(kv "$bt" rdkafka_cpu_s) s — over $(kv "$bt" seconds) s; its $(kv "$bt" writers) PostgreSQL writer backends $(kv "$bt" writer_backend_cpu_s) s, control backend $(kv "$bt" control_backend_cpu_s) s"
+  # Where the connections' wall time went (pg_stat_statements, server-side execution time):
+  # a writer not inside a statement is waiting for a batch, in a round trip or in the client.
+  stmt_line() {
+    local f="$1" k out=""
+    for k in copy_history copy_stage upsert offsets begin commit other; do
+      out+="$k $(kv "$f" "stmt_${k}_s" || true) s, "
+    done
+    echo "${out%, }; $(kv "$f" stmt_calls) statements"
+  }
+  echo "- connections busy inside statements (pg_stat_statements time / (wall × connections)): trackd's writers **$(calc "$(kv "$bt" stmt_busy_share) * 100" %.0f)%** (from launch: start-up counts as idle; COMMIT's WAL flush is not in pg_stat_statements), the COPY limit's **$(calc "$(kv "$bl" stmt_busy_share) * 100" %.0f)%**"
+  echo "  - trackd (best run): $(stmt_line "$bt")"
+  echo "  - COPY limit (best run): $(stmt_line "$bl")"
   echo "- COPY limit (best run), time by statement summed over its connections: COPY history $(kv "$bl" copy_history_s) s, COPY staging $(kv "$bl" copy_stage_s) s, upsert $(kv "$bl" upsert_s) s, COMMIT $(kv "$bl" commit_s) s ($(kv "$bl" batches) batches, $(kv "$bl" stage_rows) staged rows)"
   if ((run_python)); then
     echo "- Python consumer: $(kv "$work/python.kv" cpu_s) s CPU, peak RSS $(calc "$(kv "$work/python.kv" max_rss_kib) / 1024" %.0f) MiB; refused $(kv "$work/python.kv" refused) messages (it does not check speed jumps or redeliveries)"
@@ -623,8 +679,9 @@ if ((record)); then
   {
     cat "$report"
     echo
-    echo "<!-- ingest-max-rows-per-s: $t_steady -->"
-  } | append_results "bench/ingest.sh$( ((profile)) && echo ' --profile')"
+    # bench/freshness.sh takes half of the fleet workload's maximum.
+    [[ "$workload" == fleet ]] && echo "<!-- ingest-max-rows-per-s: $t_steady -->"
+  } | append_results "bench/ingest.sh$([[ "$workload" == fleet ]] || echo " --workload $workload")$( ((profile)) && echo ' --profile')"
   say "appended to bench/RESULTS.md"
 fi
 say "done in $((SECONDS - started)) s"
