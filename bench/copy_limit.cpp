@@ -1,9 +1,10 @@
 // trackd-bench-copy-limit: the COPY limit of bench/ingest (docs/benchmarks.md).
 //
-//   trackd-bench-copy-limit export --dsn SRC --dir DIR
+//   trackd-bench-copy-limit export --dsn SRC --dir DIR [--order time|vehicle]
 //       For every ingest batch trackd committed in SRC, in commit order, writes two binary COPY
-//       files: BATCHID-pPARTITION.history.copy (the batch's history rows in time order, as
-//       trackd sends them; PARTITION is the batch's lowest Kafka partition) and
+//       files: BATCHID-pPARTITION.history.copy (the batch's history rows in (vehicle_id,
+//       recorded_at) order, as trackd sends them, or with --order time in time order, as
+//       trackd sent them before 2026-12-01; PARTITION is the batch's lowest Kafka partition) and
 //       BATCHID-pPARTITION.current.copy (the batch's latest row per vehicle: the staging rows
 //       of trackd's current-state upsert). Adds a btree index on ingest_batch_id to SRC first.
 //   trackd-bench-copy-limit load --dsn DST --dir DIR [--no-upsert] [--explain-batch N]
@@ -183,7 +184,7 @@ std::string read_file(const fs::path& p) {
     return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-int run_export(const std::string& dsn, const fs::path& dir) {
+int run_export(const std::string& dsn, const fs::path& dir, bool by_vehicle) {
     Db db(dsn);
     fs::create_directories(dir);
     // trackd's BRIN on ingest_batch_id does not help here: ranges written since the last VACUUM
@@ -204,13 +205,14 @@ int run_export(const std::string& dsn, const fs::path& dir) {
         char name[48];
         std::snprintf(name, sizeof name, "%08lld-p%04d", std::atoll(id.c_str()),
                       std::atoi(line.c_str() + space + 1));
-        // Time order, as trackd sends them (a stable sort of Kafka order; ties are rare).
-        bytes +=
-            db.copy_out(std::string("COPY (SELECT ") + kColumns +
-                            " FROM trackd.vehicle_telemetry_history WHERE ingest_batch_id = " + id +
-                            " ORDER BY recorded_at, kafka_partition, kafka_offset) TO STDOUT "
-                            "(FORMAT binary)",
-                        dir / (std::string(name) + ".history.copy"));
+        // (vehicle, time) order, as trackd sends them (server/sink/postgis/postgis_sink.cpp), or
+        // time order, as it did before.
+        const char* order = by_vehicle ? " ORDER BY vehicle_id, recorded_at, kafka_offset"
+                                       : " ORDER BY recorded_at, kafka_partition, kafka_offset";
+        bytes += db.copy_out(std::string("COPY (SELECT ") + kColumns +
+                                 " FROM trackd.vehicle_telemetry_history WHERE ingest_batch_id = " +
+                                 id + order + ") TO STDOUT (FORMAT binary)",
+                             dir / (std::string(name) + ".history.copy"));
         // The newest row per vehicle (ties: the later message), as batch::latest_per_vehicle.
         bytes += db.copy_out(
             std::string("COPY (SELECT * FROM (SELECT DISTINCT ON (vehicle_id) ") + kColumns +
@@ -393,7 +395,8 @@ int run_load(const std::string& dsn, const fs::path& dir, bool upsert, std::size
 
 int usage() {
     std::fprintf(stderr,
-                 "usage: trackd-bench-copy-limit export --dsn DSN --dir DIR\n"
+                 "usage: trackd-bench-copy-limit export --dsn DSN --dir DIR [--order "
+                 "time|vehicle]\n"
                  "       trackd-bench-copy-limit load --dsn DSN --dir DIR [--no-upsert] "
                  "[--explain-batch N] [--connections N]\n");
     return 2;
@@ -409,6 +412,7 @@ int main(int argc, char** argv) {
     bool upsert = true;
     std::size_t explain_batch = 0;
     int connections = 1;
+    bool by_vehicle = true;
     for (int i = 2; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--dsn" && i + 1 < argc) {
@@ -419,6 +423,10 @@ int main(int argc, char** argv) {
             explain_batch = static_cast<std::size_t>(std::atoll(argv[++i]));
         } else if (a == "--connections" && i + 1 < argc) {
             connections = std::max(1, std::atoi(argv[++i]));
+        } else if (a == "--order" && i + 1 < argc) {
+            const std::string o = argv[++i];
+            if (o != "time" && o != "vehicle") return usage();
+            by_vehicle = o == "vehicle";
         } else if (a == "--no-upsert") {
             upsert = false;
         } else {
@@ -427,7 +435,7 @@ int main(int argc, char** argv) {
     }
     if (dsn.empty() || dir.empty()) return usage();
     try {
-        if (cmd == "export") return run_export(dsn, dir);
+        if (cmd == "export") return run_export(dsn, dir, by_vehicle);
         if (cmd == "load") return run_load(dsn, dir, upsert, explain_batch, connections);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "trackd-bench-copy-limit: %s\n", e.what());

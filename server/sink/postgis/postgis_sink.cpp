@@ -396,11 +396,18 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
 
         CopyEncoder enc;
         if (!b.rows.empty()) {
-            // History in time order: neighbouring rows share a partition and index pages.
+            // History in (vehicle, time) order: consecutive rows go to neighbouring entries of
+            // the (vehicle_id, recorded_at) btree and, since a vehicle moves little between
+            // reports, to neighbouring GiST pages. It costs PostgreSQL ~10% less CPU per row
+            // than time order on the same rows (bench/RESULTS.md, 2026-12-01). Byte order of
+            // the id: any fixed order gives the locality, whatever the column's collation.
             std::vector<std::size_t> order(b.rows.size());
             std::iota(order.begin(), order.end(), 0);
             std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
-                return b.rows[x].position.recorded_at_us < b.rows[y].position.recorded_at_us;
+                const auto& px = b.rows[x].position;
+                const auto& py = b.rows[y].position;
+                if (const auto c = px.vehicle_id.compare(py.vehicle_id); c != 0) return c < 0;
+                return px.recorded_at_us < py.recorded_at_us;
             });
             enc.begin();
             for (const auto i : order) encode_row(enc, b.rows[i], result.ingest_batch_id);
