@@ -209,10 +209,11 @@ int run_export(const std::string& dsn, const fs::path& dir, bool by_vehicle) {
         // time order, as it did before.
         const char* order = by_vehicle ? " ORDER BY vehicle_id, recorded_at, kafka_offset"
                                        : " ORDER BY recorded_at, kafka_partition, kafka_offset";
-        bytes += db.copy_out(std::string("COPY (SELECT ") + kColumns +
-                                 " FROM trackd.vehicle_telemetry_history WHERE ingest_batch_id = " +
-                                 id + order + ") TO STDOUT (FORMAT binary)",
-                             dir / (std::string(name) + ".history.copy"));
+        bytes +=
+            db.copy_out(std::string("COPY (SELECT ") + kColumns +
+                            " FROM trackd.vehicle_telemetry_history WHERE ingest_batch_id = " + id +
+                            order + ") TO STDOUT (FORMAT binary)",
+                        dir / (std::string(name) + ".history.copy"));
         // The newest row per vehicle (ties: the later message), as batch::latest_per_vehicle.
         bytes += db.copy_out(
             std::string("COPY (SELECT * FROM (SELECT DISTINCT ON (vehicle_id) ") + kColumns +
