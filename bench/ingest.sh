@@ -154,7 +154,7 @@ statement_shares() {
                   WHEN query ILIKE 'commit%' THEN 'commit'
                   WHEN query LIKE 'UPDATE trackd.kafka_offsets%' THEN 'offsets'
                   WHEN query ILIKE 'begin%' OR query LIKE 'SELECT nextval%' THEN 'begin'
-                  ELSE 'other' END AS kind, calls, total_exec_time
+                  ELSE 'other' END AS kind, calls, total_exec_time, rows
         FROM pg_stat_statements
        WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
          AND query NOT LIKE '%pg_stat_activity%' AND query NOT LIKE '%pg_stat_statements%'
@@ -163,6 +163,8 @@ statement_shares() {
          AND query NOT ILIKE 'drop %' AND query NOT ILIKE 'alter %')
     SELECT 'stmt_' || kind || '_s', round(sum(total_exec_time)::numeric / 1000, 3)::text FROM s GROUP BY kind
     UNION ALL SELECT 'stmt_calls', sum(calls)::text FROM s
+    UNION ALL SELECT 'stmt_upsert_rows', coalesce(sum(rows), 0)::text FROM s WHERE kind = 'upsert'
+    UNION ALL SELECT 'stmt_stage_rows', coalesce(sum(rows), 0)::text FROM s WHERE kind = 'copy_stage'
     UNION ALL SELECT 'stmt_busy_share', round((sum(total_exec_time) / 1000 / ($seconds * $conns))::numeric, 3)::text FROM s"
 }
 
@@ -597,6 +599,7 @@ report="$work/report.md"
   echo "- connections busy inside statements (pg_stat_statements time / (wall × connections)): trackd's writers **$(calc "$(kv "$bt" stmt_busy_share) * 100" %.0f)%** (from launch: start-up counts as idle; COMMIT's WAL flush is not in pg_stat_statements), the COPY limit's **$(calc "$(kv "$bl" stmt_busy_share) * 100" %.0f)%**"
   echo "  - trackd (best run): $(stmt_line "$bt")"
   echo "  - COPY limit (best run): $(stmt_line "$bl")"
+  echo "  - current-state rows staged / changed by the upsert (the rest could not win): trackd $(kv "$bt" stmt_stage_rows) / $(kv "$bt" stmt_upsert_rows), COPY limit $(kv "$bl" stmt_stage_rows) / $(kv "$bl" stmt_upsert_rows)"
   echo "- COPY limit (best run), time by statement summed over its connections: COPY history $(kv "$bl" copy_history_s) s, COPY staging $(kv "$bl" copy_stage_s) s, upsert $(kv "$bl" upsert_s) s, COMMIT $(kv "$bl" commit_s) s ($(kv "$bl" batches) batches, $(kv "$bl" stage_rows) staged rows)"
   if ((run_python)); then
     echo "- Python consumer: $(kv "$work/python.kv" cpu_s) s CPU, peak RSS $(calc "$(kv "$work/python.kv" max_rss_kib) / 1024" %.0f) MiB; refused $(kv "$work/python.kv" refused) messages (it does not check speed jumps or redeliveries)"
