@@ -397,10 +397,10 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
         CopyEncoder enc;
         if (!b.rows.empty()) {
             // History in (vehicle, time) order: consecutive rows go to neighbouring entries of
-            // the (vehicle_id, recorded_at) btree and, since a vehicle moves little between
-            // reports, to neighbouring GiST pages. It costs PostgreSQL 12-26% less CPU per row
-            // than time order on the same rows (bench/RESULTS.md, 2026-12-01). Byte order of
-            // the id: any fixed order gives the locality, whatever the column's collation.
+            // the (vehicle_id, recorded_at) btree (the GiST gains little). It costs PostgreSQL
+            // 12-26% less CPU per row than time order on the same rows (bench/RESULTS.md,
+            // 2026-12-01). Byte order of the id: any fixed order gives the locality, whatever
+            // the column's collation.
             std::vector<std::size_t> order(b.rows.size());
             std::iota(order.begin(), order.end(), 0);
             std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
