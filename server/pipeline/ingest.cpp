@@ -15,7 +15,7 @@
 #include "trackd/core/pause_point.hpp"
 #include "trackd/core/time.hpp"
 #include "trackd/db/connection.hpp"
-#include "trackd/decode/decoder.hpp"
+#include "trackd/decode/payload_decoder.hpp"
 #include "trackd/sink/postgis/postgis_sink.hpp"
 #include "trackd/sink/sink.hpp"
 #include "trackd/source/kafka_source.hpp"
@@ -123,7 +123,9 @@ class Ingest final : public source::PartitionOwner {
         : config_(config),
           stop_(stop),
           seams_(seams),
-          decoder_(static_cast<std::size_t>(config.validate.max_payload_bytes)),
+          decoder_(*decode::parse_format(config.kafka.format),
+                   static_cast<std::size_t>(config.validate.max_payload_bytes),
+                   !config.kafka.schema_registry_url.empty()),
           validator_(config.validate),
           control_(connect_with_retry("trackd ingest control")) {
         const batch::Limits limits{static_cast<std::size_t>(config.batch.max_rows),
@@ -560,7 +562,7 @@ class Ingest final : public source::PartitionOwner {
     const IngestSeams& seams_;
 
     // Poll thread only.
-    decode::Decoder decoder_;
+    decode::PayloadDecoder decoder_;
     validate::Validator validator_;
     std::vector<Shard> shards_;
     std::unique_ptr<Sink> control_;
