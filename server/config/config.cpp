@@ -181,8 +181,8 @@ const std::vector<Field>& fields() {
         field("kafka", "schema_registry_user", &Config::kafka, &KafkaConfig::schema_registry_user),
         field("kafka", "schema_registry_password", &Config::kafka,
               &KafkaConfig::schema_registry_password, Mask::all),
-        field("kafka", "schema_registry_token", &Config::kafka,
-              &KafkaConfig::schema_registry_token, Mask::all),
+        field("kafka", "schema_registry_token", &Config::kafka, &KafkaConfig::schema_registry_token,
+              Mask::all),
         field("kafka", "schema_registry_timeout_ms", &Config::kafka,
               &KafkaConfig::schema_registry_timeout_ms),
         field("pg", "dsn", &Config::pg, &PgConfig::dsn, Mask::dsn),
@@ -424,7 +424,8 @@ void validate(const Config& c) {
     if (!url.empty()) {
         require(url.rfind("https://", 0) != 0, "kafka.schema_registry_url",
                 "https is not supported; reach the registry over http (a TLS proxy on loopback)");
-        static const std::regex kUrl(R"(http://([^/:@]+:[^/@]*@)?[A-Za-z0-9.-]+(:[0-9]{1,5})?(/.*)?)");
+        static const std::regex kUrl(
+            R"(http://([^/:@]+:[^/@]*@)?[A-Za-z0-9.-]+(:[0-9]{1,5})?(/.*)?)");
         require(std::regex_match(url, kUrl), "kafka.schema_registry_url",
                 "'" + mask_dsn(url) + "' is not http://host[:port][/path]");
     }
@@ -434,9 +435,9 @@ void validate(const Config& c) {
             "set either a bearer token or schema_registry_user + schema_registry_password");
     require(c.kafka.schema_registry_password.empty() || !c.kafka.schema_registry_user.empty(),
             "kafka.schema_registry_user", "must be set when schema_registry_password is");
-    require(c.kafka.schema_registry_timeout_ms >= 100 &&
-                c.kafka.schema_registry_timeout_ms <= 600000,
-            "kafka.schema_registry_timeout_ms", "must be between 100 and 600000");
+    require(
+        c.kafka.schema_registry_timeout_ms >= 100 && c.kafka.schema_registry_timeout_ms <= 600000,
+        "kafka.schema_registry_timeout_ms", "must be between 100 and 600000");
     require(url.empty() || c.kafka.format != "json", "kafka.schema_registry_url",
             "is only used with kafka.format = protobuf or auto");
     require(!c.pg.dsn.empty(), "pg.dsn", "must not be empty");

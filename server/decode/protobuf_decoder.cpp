@@ -65,8 +65,23 @@ std::int64_t zigzag(std::uint64_t v) {
     return static_cast<std::int64_t>(v >> 1) ^ -static_cast<std::int64_t>(v & 1);
 }
 
+// Most strings are ASCII: checked here without simdjson's dispatch.
+bool is_ascii(std::string_view s) {
+    unsigned char any = 0;
+    for (const char c : s) any |= static_cast<unsigned char>(c);
+    return any < 0x80;
+}
+
 // Appends `s` as the body of a JSON string (quotes not included).
 void append_json_string(std::string& out, std::string_view s) {
+    bool plain = true;
+    for (const char c : s) {
+        plain = plain && c != '"' && c != '\\' && static_cast<unsigned char>(c) >= 0x20;
+    }
+    if (plain) {
+        out.append(s);
+        return;
+    }
     for (const char c : s) {
         const auto b = static_cast<unsigned char>(c);
         if (c == '"' || c == '\\') {
@@ -115,10 +130,10 @@ class WireReader {
                 return Rejection{Reason::missing_field,
                                  "position: neither latitude (3) + longitude (4) nor geom_wkb (6)"};
             }
-            return Rejection{Reason::missing_field, out_.latitude ? "longitude (4): missing"
-                                                                  : "latitude (3): missing"};
+            return Rejection{Reason::missing_field,
+                             out_.latitude ? "longitude (4): missing" : "latitude (3): missing"};
         }
-        if (!attributes_.empty()) out_.attributes_json = attributes_ + '}';
+        if (!out_.attributes_json.empty()) out_.attributes_json += '}';
         return std::nullopt;
     }
 
@@ -154,8 +169,8 @@ class WireReader {
             case i32: {
                 const std::ptrdiff_t n = wire == i64 ? 8 : 4;
                 if (end_ - p_ < n) {
-                    return malformed(fmt::format("field {}: {} value cut short", number,
-                                                 wire_name(wire)));
+                    return malformed(
+                        fmt::format("field {}: {} value cut short", number, wire_name(wire)));
                 }
                 p_ += n;
                 return std::nullopt;
@@ -163,9 +178,8 @@ class WireReader {
             case len:
                 return bytes(s, number);
             default:
-                return malformed(
-                    fmt::format("field {}: wire type {} ({}) is not supported", number, wire,
-                                wire_name(wire)));
+                return malformed(fmt::format("field {}: wire type {} ({}) is not supported", number,
+                                             wire, wire_name(wire)));
         }
     }
 
@@ -173,14 +187,14 @@ class WireReader {
     std::optional<Rejection> wrong(std::uint32_t number, const char* name, std::uint32_t wire,
                                    std::uint32_t expected) {
         if (auto r = skip(number, wire)) return r;
-        problem(Reason::wrong_type, fmt::format("{} ({}): wire type {} ({}), expected {} ({})",
-                                                name, number, wire, wire_name(wire), expected,
-                                                wire_name(expected)));
+        problem(Reason::wrong_type,
+                fmt::format("{} ({}): wire type {} ({}), expected {} ({})", name, number, wire,
+                            wire_name(wire), expected, wire_name(expected)));
         return std::nullopt;
     }
 
-    std::optional<Rejection> read_double(std::uint32_t number, const char* name,
-                                         std::uint32_t wire, std::optional<double>& out) {
+    std::optional<Rejection> read_double(std::uint32_t number, const char* name, std::uint32_t wire,
+                                         std::optional<double>& out) {
         if (wire != i64) return wrong(number, name, wire, i64);
         if (end_ - p_ < 8) return malformed(fmt::format("{} ({}): cut short", name, number));
         double v = 0;
@@ -190,8 +204,8 @@ class WireReader {
         return std::nullopt;
     }
 
-    std::optional<Rejection> read_float(std::uint32_t number, const char* name,
-                                        std::uint32_t wire, std::optional<double>& out) {
+    std::optional<Rejection> read_float(std::uint32_t number, const char* name, std::uint32_t wire,
+                                        std::optional<double>& out) {
         if (wire != i32) return wrong(number, name, wire, i32);
         if (end_ - p_ < 4) return malformed(fmt::format("{} ({}): cut short", name, number));
         float v = 0;
@@ -204,7 +218,7 @@ class WireReader {
     std::optional<Rejection> read_string(std::uint32_t number, const char* name,
                                          std::string_view& out) {
         if (auto r = bytes(out, number)) return r;
-        if (!simdjson::validate_utf8(out.data(), out.size())) {
+        if (!is_ascii(out) && !simdjson::validate_utf8(out.data(), out.size())) {
             return malformed(fmt::format("{} ({}): not valid UTF-8", name, number));
         }
         return std::nullopt;
@@ -285,15 +299,18 @@ class WireReader {
         // jsonb cannot hold U+0000.
         if (key.find('\0') != std::string_view::npos ||
             value.find('\0') != std::string_view::npos) {
-            return malformed(fmt::format("attributes (11): \"{}\" holds a NUL character, which "
-                                         "PostgreSQL's jsonb cannot store",
-                                         shorten(key)));
+            return malformed(
+                fmt::format("attributes (11): \"{}\" holds a NUL character, which "
+                            "PostgreSQL's jsonb cannot store",
+                            shorten(key)));
         }
-        attributes_ += attributes_.empty() ? "{\"" : ",\"";
-        append_json_string(attributes_, key);
-        attributes_ += "\":\"";
-        append_json_string(attributes_, value);
-        attributes_ += '"';
+        auto& a = out_.attributes_json;
+        if (a.empty()) a.reserve(96);
+        a += a.empty() ? "{\"" : ",\"";
+        append_json_string(a, key);
+        a += "\":\"";
+        append_json_string(a, value);
+        a += '"';
         return std::nullopt;
     }
 
@@ -307,9 +324,10 @@ class WireReader {
                 out_.vehicle_id.assign(id);
                 const int control = first_control_character(id);
                 if (control >= 0) {
-                    problem(Reason::bad_vehicle_id,
-                            fmt::format("vehicle_id (1): \"{}\" contains control character U+{:04X}",
-                                        shorten(id), control));
+                    problem(
+                        Reason::bad_vehicle_id,
+                        fmt::format("vehicle_id (1): \"{}\" contains control character U+{:04X}",
+                                    shorten(id), control));
                 }
                 return std::nullopt;
             }
@@ -335,8 +353,7 @@ class WireReader {
                 const auto srid = static_cast<std::int64_t>(v);
                 if (srid < std::numeric_limits<std::int32_t>::min() ||
                     srid > std::numeric_limits<std::int32_t>::max()) {
-                    problem(Reason::wrong_type,
-                            fmt::format("srid (7): {} is not an int32", srid));
+                    problem(Reason::wrong_type, fmt::format("srid (7): {} is not an int32", srid));
                     return std::nullopt;
                 }
                 out_.srid = srid == 0 ? 4326 : static_cast<int>(srid);
@@ -363,7 +380,6 @@ class WireReader {
     bool has_recorded_at_ = false;
     std::int64_t seconds_ = 0;
     std::int32_t nanos_ = 0;
-    std::string attributes_;
 };
 
 }  // namespace
@@ -408,8 +424,8 @@ DecodeResult ProtobufDecoder::decode(std::string_view payload) {
         const std::int64_t count = zigzag(raw);
         if (count < 0 || static_cast<std::uint64_t>(count) > kMaxIndexes) {
             return Rejection{Reason::bad_frame,
-                             fmt::format("schema id {}: message index count {} is not in 0..{}",
-                                         id, count, kMaxIndexes)};
+                             fmt::format("schema id {}: message index count {} is not in 0..{}", id,
+                                         count, kMaxIndexes)};
         }
         std::array<int, kMaxIndexes> indexes{};
         std::size_t depth = 1;  // count 0 means [0]

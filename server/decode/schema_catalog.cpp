@@ -81,8 +81,8 @@ std::string incompatibility(const pb::Descriptor& m) {
     for (int i = 0; i < ref.field_count(); ++i) {
         const pb::FieldDescriptor& want = *ref.field(i);
         const pb::FieldDescriptor* have = m.FindFieldByNumber(want.number());
-        const auto what = fmt::format("field {} ({} {})", want.number(), type_name(want),
-                                      want.name());
+        const auto what =
+            fmt::format("field {} ({} {})", want.number(), type_name(want), want.name());
         if (have == nullptr) {
             if (want.number() <= 2) {
                 return fmt::format("message {} has no {}, which trackd requires", m.full_name(),
@@ -109,8 +109,8 @@ std::string incompatibility(const pb::Descriptor& m) {
             if (have->type() == pb::FieldDescriptor::TYPE_MESSAGE && !have->is_map()) {
                 have_type += " " + have->message_type()->full_name();
             }
-            return fmt::format("message {}: field {} is {} {}, but trackd reads {}",
-                               m.full_name(), want.number(), have_type, have->name(), what);
+            return fmt::format("message {}: field {} is {} {}, but trackd reads {}", m.full_name(),
+                               want.number(), have_type, have->name(), what);
         }
     }
     return "";
@@ -124,9 +124,10 @@ const pb::FileDescriptor* build(pb::DescriptorPool& pool, pb::FileDescriptorProt
         if (pool.FindFileByName(dep) != nullptr) continue;
         const pb::FileDescriptor* known = pb::DescriptorPool::generated_pool()->FindFileByName(dep);
         if (known == nullptr) {
-            why = fmt::format("imports \"{}\", which trackd does not know (schema references "
-                              "are not fetched)",
-                              dep);
+            why = fmt::format(
+                "imports \"{}\", which trackd does not know (schema references "
+                "are not fetched)",
+                dep);
             return nullptr;
         }
         pb::FileDescriptorProto proto;
@@ -141,8 +142,8 @@ const pb::FileDescriptor* build(pb::DescriptorPool& pool, pb::FileDescriptorProt
 }
 
 // Parses a schema (text or serialized descriptor) into `pool`; nullptr with `why` set on error.
-const pb::FileDescriptor* parse(pb::DescriptorPool& pool, std::string_view schema,
-                                bool serialized, std::string& why) {
+const pb::FileDescriptor* parse(pb::DescriptorPool& pool, std::string_view schema, bool serialized,
+                                std::string& why) {
     pb::FileDescriptorProto file;
     if (serialized) {
         if (!file.ParseFromArray(schema.data(), static_cast<int>(schema.size()))) {
@@ -216,13 +217,14 @@ const SchemaVerdict* SchemaCatalog::verdict(std::uint32_t id, std::span<const in
 void SchemaCatalog::add(std::uint32_t id, std::string_view registry_answer) {
     auto e = std::make_unique<Entry>();
     const auto refuse = [&](std::string why) {
-        e->whole = SchemaVerdict{Reason::incompatible_schema,
-                                 fmt::format("schema id {}: {}", id, why)};
+        e->whole =
+            SchemaVerdict{Reason::incompatible_schema, fmt::format("schema id {}: {}", id, why)};
     };
     simdjson::dom::parser parser;
     simdjson::dom::element doc;
     std::string_view schema;
-    if (parser.parse(registry_answer.data(), registry_answer.size()).get(doc) != simdjson::SUCCESS ||
+    if (parser.parse(registry_answer.data(), registry_answer.size()).get(doc) !=
+            simdjson::SUCCESS ||
         doc["schema"].get(schema) != simdjson::SUCCESS) {
         refuse("the registry's answer is not a JSON object with a \"schema\" string");
     } else {
@@ -238,7 +240,8 @@ void SchemaCatalog::add(std::uint32_t id, std::string_view registry_answer) {
             // A base64 FileDescriptorProto (what a client that registered a descriptor gets
             // back), else .proto text; text always has characters base64 does not.
             const auto bytes = decode_base64(schema);
-            e->file = bytes ? parse(e->pool, *bytes, true, why) : parse(e->pool, schema, false, why);
+            e->file =
+                bytes ? parse(e->pool, *bytes, true, why) : parse(e->pool, schema, false, why);
             if (e->file == nullptr) refuse("the schema " + why);
         }
     }

@@ -76,8 +76,8 @@ inline std::string confluent_header(std::uint32_t id, bool long_form = false, in
     if (!long_form && index == 0) {
         out += '\0';
     } else {
-        out += '\x02';                            // one index (zigzag 1)
-        out += static_cast<char>(index * 2);      // zigzag, indexes below 64
+        out += '\x02';                        // one index (zigzag 1)
+        out += static_cast<char>(index * 2);  // zigzag, indexes below 64
     }
     return out;
 }
@@ -131,8 +131,9 @@ inline ProtobufFixture load_protobuf_fixture(const std::filesystem::path& path) 
                 if (file == "unknown") {
                     f.schemas.emplace_back(id, "");
                 } else if (file == "trackd.v1") {
-                    f.schemas.emplace_back(id, read_text_file(std::filesystem::path(TRACKD_SOURCE_DIR) /
-                                                              "proto/trackd/v1/position.proto"));
+                    f.schemas.emplace_back(id,
+                                           read_text_file(std::filesystem::path(TRACKD_SOURCE_DIR) /
+                                                          "proto/trackd/v1/position.proto"));
                 } else {
                     f.schemas.emplace_back(id, read_text_file(root / "schemas" / file));
                 }

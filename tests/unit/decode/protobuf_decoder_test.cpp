@@ -6,9 +6,10 @@
 #include <google/protobuf/descriptor.pb.h>
 #include <gtest/gtest.h>
 
-#include "support/protobuf_fixtures.hpp"
 #include "trackd/core/rejection.hpp"
 #include "trackd/decode/payload_decoder.hpp"
+
+#include "support/protobuf_fixtures.hpp"
 
 namespace trackd::decode {
 namespace {
@@ -33,8 +34,8 @@ std::string code_of(const DecodeResult& r) {
 }
 
 std::string schema_text(const std::string& name) {
-    return test::read_text_file(std::string(TRACKD_SOURCE_DIR) + "/tests/fixtures/protobuf/schemas/" +
-                                name);
+    return test::read_text_file(std::string(TRACKD_SOURCE_DIR) +
+                                "/tests/fixtures/protobuf/schemas/" + name);
 }
 
 std::string shipped_schema() {
@@ -92,9 +93,9 @@ TEST(ProtobufDecoder, CompatibleMeansSameNumbersAndTypesWhateverTheNames) {
     EXPECT_EQ(schema_incompatibility(schema_text("float_latitude.proto"), false),
               "message fleet.v2.Fix: field 3 is float latitude, but trackd reads field 3 "
               "(double latitude)");
-    EXPECT_EQ(schema_incompatibility(R"(syntax = "proto3"; message P { double latitude = 3; })",
-                                     false),
-              "message P has no field 1 (string vehicle_id), which trackd requires");
+    EXPECT_EQ(
+        schema_incompatibility(R"(syntax = "proto3"; message P { double latitude = 3; })", false),
+        "message P has no field 1 (string vehicle_id), which trackd requires");
     EXPECT_EQ(schema_incompatibility(R"(syntax = "proto3"; message P { string vehicle_id = 1;
                                         int64 recorded_at = 2; })",
                                      false),
@@ -160,7 +161,9 @@ TEST(ProtobufDecoder, DetailsNameTheFieldAndTheProblem) {
     EXPECT_EQ(detail(std::string("\x00\x00\x00\x07", 4)),
               "4 bytes: a Confluent frame needs at least 6 (magic byte, 4-byte schema id, "
               "message indexes)");
-    EXPECT_EQ(detail("\x0a\x0a" "abc"), "field 1: length-delimited value cut short");
+    EXPECT_EQ(detail("\x0a\x0a"
+                     "abc"),
+              "field 1: length-delimited value cut short");
     EXPECT_EQ(detail(""), "empty payload: vehicle_id (1): missing");
 }
 

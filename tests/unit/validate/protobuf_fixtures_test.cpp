@@ -1,6 +1,8 @@
 // The Protobuf fixture corpus (tests/fixtures/protobuf/) through decode + validate, as the
 // pipeline runs it: valid fixtures give exact positions, each rejected fixture exactly the
 // reason in its name, and every reason a Protobuf payload can have has a fixture.
+#include "support/protobuf_fixtures.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
@@ -13,7 +15,6 @@
 
 #include <gtest/gtest.h>
 
-#include "support/protobuf_fixtures.hpp"
 #include "trackd/config/config.hpp"
 #include "trackd/core/rejection.hpp"
 #include "trackd/decode/payload_decoder.hpp"
@@ -99,8 +100,7 @@ TEST(ProtobufFixtures, ValidOnesGiveExactPositions) {
         std::string attributes;
     };
     const std::map<std::string, Expected> expected = {
-        {"lat_lon.txtpb",
-         {13.404954, 52.520008, 34.5, kT + 123456, R"({"driver":"anna"})"}},
+        {"lat_lon.txtpb", {13.404954, 52.520008, 34.5, kT + 123456, R"({"driver":"anna"})"}},
         {"framed_short_index.txtpb", {13.404954, 52.520008, {}, kT, ""}},
         {"framed_long_index.txtpb", {13.404954, 52.520008, {}, kT, ""}},
         {"geom_wkb_ewkb_pointz.txtpb", {13.404954, 52.520008, 34.5, kT, ""}},
