@@ -97,7 +97,16 @@ inline std::string json_string(const std::string& s) {
     return out + "\"";
 }
 
-inline ProtobufFixture load_protobuf_fixture(const std::filesystem::path& path) {
+// For sending fixtures to a live trackd: the fixtures' vehicle (truck-0042) renamed, so that each
+// fixture has a vehicle of its own, and recorded_at moved by shift_seconds (times in 1970..9999
+// only, so that the bad ones stay bad), so that the clock-relative verdicts hold today.
+struct FixtureRewrite {
+    std::string vehicle_id;  // empty: keep
+    std::int64_t shift_seconds = 0;
+};
+
+inline ProtobufFixture load_protobuf_fixture(const std::filesystem::path& path,
+                                             const FixtureRewrite& rewrite = {}) {
     const std::filesystem::path root = path.parent_path().parent_path();
     const std::string text = read_text_file(path);
     ProtobufFixture f;
@@ -160,6 +169,14 @@ inline ProtobufFixture load_protobuf_fixture(const std::filesystem::path& path) 
             trackd::v1::Position m;
             if (!google::protobuf::TextFormat::ParseFromString(body, &m)) {
                 throw std::runtime_error("not trackd.v1.Position text: " + path.string());
+            }
+            if (!rewrite.vehicle_id.empty() && m.vehicle_id() == "truck-0042") {
+                m.set_vehicle_id(rewrite.vehicle_id);
+            }
+            if (m.has_recorded_at() && m.recorded_at().seconds() >= 0 &&
+                m.recorded_at().seconds() < 253402300800) {
+                m.mutable_recorded_at()->set_seconds(m.recorded_at().seconds() +
+                                                     rewrite.shift_seconds);
             }
             bytes = m.SerializeAsString();
         }

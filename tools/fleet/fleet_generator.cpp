@@ -54,7 +54,7 @@ FleetGenerator::FleetGenerator(const GeneratorConfig& config)
     tracks_.reserve(config_.vehicles);
     static constexpr std::array<char, 3> kShifts = {'A', 'B', 'C'};
     for (std::uint32_t v = 0; v < config_.vehicles; ++v) {
-        ids_.push_back(fmt::format("veh-{:06}", v + 1));
+        ids_.push_back(fmt::format("{}{:06}", config_.id_prefix, v + 1));
         Track t;
         t.vehicle = Vehicle::spawn(config_.city, rng_);
         t.shift = kShifts[rng_.below(kShifts.size())];

@@ -38,6 +38,7 @@ struct GeneratorConfig {
     // wire-format header with this schema id when it is set.
     bool protobuf = false;
     std::optional<std::uint32_t> schema_id;
+    std::string id_prefix = "veh-";  // vehicle ids: <prefix>000001, ...
 };
 
 struct Message {

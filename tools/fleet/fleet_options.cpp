@@ -36,6 +36,8 @@ vehicle_id), with out-of-order re-sends, duplicates and bad messages mixed in. S
   --manifest FILE           one CSV line per delivered message:
                             partition,offset,kind,expected_reason,vehicle_id,recorded_at_us
   --summary-json FILE       counts by kind and by expected reason, as JSON
+  --id-prefix P             vehicle ids are P000001, P000002, ... (default veh-); fleets
+                            sharing a topic need different prefixes
   --format json|protobuf    payloads as JSON (default) or trackd.v1.Position
                             (proto/trackd/v1/position.proto)
   --framing none|confluent  with --format protobuf: the Confluent wire-format header (magic
@@ -140,6 +142,11 @@ FleetOptions parse_fleet_options(int argc, char** argv) {
         {"--duplicate-share", [&](auto& k, auto& v) { o.duplicate_share = parse_share(k, v); }},
         {"--seed", [&](auto& k, auto& v) { o.seed = parse_number<std::uint64_t>(k, v); }},
         {"--manifest", [&](auto&, auto& v) { o.manifest = v; }},
+        {"--id-prefix",
+         [&](auto& k, auto& v) {
+             if (v.empty() || v.size() > 32) throw ConfigError(k, "expected 1..32 characters");
+             o.id_prefix = v;
+         }},
         {"--format",
          [&](auto& k, auto& v) {
              if (v != "json" && v != "protobuf") {

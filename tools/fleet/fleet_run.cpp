@@ -156,6 +156,7 @@ int run_fleet(const FleetOptions& o) {
     gc.duplicate_share = o.duplicate_share;
     gc.seed = o.seed;
     gc.protobuf = o.protobuf;
+    gc.id_prefix = o.id_prefix;
     gc.schema_id = o.schema_id;
     FleetGenerator generator(gc);
 
