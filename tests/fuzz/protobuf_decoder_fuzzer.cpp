@@ -17,8 +17,10 @@
 
 namespace {
 
-constexpr char kPosition[] = R"({"schema":"syntax = \"proto3\"; package trackd.v1; import \"google/protobuf/timestamp.proto\"; message Position { string vehicle_id = 1; google.protobuf.Timestamp recorded_at = 2; optional double latitude = 3; optional double longitude = 4; }","schemaType":"PROTOBUF"})";
-constexpr char kIncompatible[] = R"({"schema":"syntax = \"proto3\"; message P { string vehicle_id = 1; int64 recorded_at = 2; }"})";
+constexpr char kPosition[] =
+    R"({"schema":"syntax = \"proto3\"; package trackd.v1; import \"google/protobuf/timestamp.proto\"; message Position { string vehicle_id = 1; google.protobuf.Timestamp recorded_at = 2; optional double latitude = 3; optional double longitude = 4; }","schemaType":"PROTOBUF"})";
+constexpr char kIncompatible[] =
+    R"({"schema":"syntax = \"proto3\"; message P { string vehicle_id = 1; int64 recorded_at = 2; }"})";
 
 trackd::decode::ProtobufDecoder make_decoder() {
     trackd::decode::ProtobufDecoder d(64 * 1024, true);

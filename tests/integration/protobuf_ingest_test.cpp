@@ -31,7 +31,8 @@ struct Registry {
         const std::string url = registry_url();
         const auto host_end = url.find(':', 7);
         const auto path = url.find('/', host_end);
-        port = static_cast<unsigned short>(std::stoi(url.substr(host_end + 1, path - host_end - 1)));
+        port =
+            static_cast<unsigned short>(std::stoi(url.substr(host_end + 1, path - host_end - 1)));
         base = url.substr(path);
     }
     // Registers a schema under `subject` and returns its id.
@@ -68,10 +69,10 @@ class Producer {
                       const std::string& payload) {
         last_offset_ = -1;
         rd_kafka_topic_t* t = rd_kafka_topic_new(producer_, topic.c_str(), nullptr);
-        EXPECT_EQ(rd_kafka_produce(t, partition, RD_KAFKA_MSG_F_COPY,
-                                   const_cast<char*>(payload.data()), payload.size(), key.data(),
-                                   key.size(), nullptr),
-                  0);
+        EXPECT_EQ(
+            rd_kafka_produce(t, partition, RD_KAFKA_MSG_F_COPY, const_cast<char*>(payload.data()),
+                             payload.size(), key.data(), key.size(), nullptr),
+            0);
         rd_kafka_topic_destroy(t);
         EXPECT_EQ(rd_kafka_flush(producer_, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
         EXPECT_GE(last_offset_, 0);
@@ -100,20 +101,20 @@ std::string code_in_name(const fs::path& p) {
 }
 
 struct SchemaIds {
-    std::uint32_t position = 0;    // proto/trackd/v1/position.proto
-    std::uint32_t renamed = 0;     // compatible under other names
-    std::uint32_t float_lat = 0;   // incompatible
-    std::uint32_t avro = 0;        // not Protobuf
-    std::uint32_t unknown = 0;     // never registered
+    std::uint32_t position = 0;   // proto/trackd/v1/position.proto
+    std::uint32_t renamed = 0;    // compatible under other names
+    std::uint32_t float_lat = 0;  // incompatible
+    std::uint32_t avro = 0;       // not Protobuf
+    std::uint32_t unknown = 0;    // never registered
 };
 
 SchemaIds register_schemas(const std::string& subject_prefix) {
     const Registry reg;
     const fs::path schemas = fs::path(TRACKD_SOURCE_DIR) / "tests/fixtures/protobuf/schemas";
     SchemaIds ids;
-    ids.position = reg.add(subject_prefix + "-position", "PROTOBUF",
-                           read_text_file(fs::path(TRACKD_SOURCE_DIR) /
-                                          "proto/trackd/v1/position.proto"));
+    ids.position =
+        reg.add(subject_prefix + "-position", "PROTOBUF",
+                read_text_file(fs::path(TRACKD_SOURCE_DIR) / "proto/trackd/v1/position.proto"));
     ids.renamed = reg.add(subject_prefix + "-renamed", "PROTOBUF",
                           read_text_file(schemas / "renamed_compatible.proto"));
     ids.float_lat = reg.add(subject_prefix + "-float", "PROTOBUF",
@@ -220,9 +221,9 @@ TEST(ProtobufIngest, MixedAutoTopicSurvivesSigkillsWithExactAccounting) {
     const auto ids = register_schemas(h.topic());
     const std::string json_manifest = h.dir() + "/json.csv";
     {
-        ChildProcess json(with_manifest(h.fleet_command(300, 3000), json_manifest,
-                                        {"--id-prefix", "json-"}),
-                          {}, h.dir() + "/json-fleet.log");
+        ChildProcess json(
+            with_manifest(h.fleet_command(300, 3000), json_manifest, {"--id-prefix", "json-"}), {},
+            h.dir() + "/json-fleet.log");
         ASSERT_EQ(json.wait(), 0) << IngestHarness::read_file(h.dir() + "/json-fleet.log");
     }
     auto expected = load_manifest(json_manifest);
@@ -232,10 +233,11 @@ TEST(ProtobufIngest, MixedAutoTopicSurvivesSigkillsWithExactAccounting) {
         Producer p;
         for (const auto& name : {"lat_lon.txtpb", "geom_wkb_iso.txtpb"}) {
             const auto f = load_protobuf_fixture(
-                fs::path(TRACKD_SOURCE_DIR) / "tests/fixtures/protobuf/valid" / name, {"fx-plain", 0});
+                fs::path(TRACKD_SOURCE_DIR) / "tests/fixtures/protobuf/valid" / name,
+                {"fx-plain", 0});
             const auto offset = p.send(h.topic(), 0, "fx-plain", f.messages.at(0));
-            expected[{0, offset}] = ManifestEntry{0, offset, "plain protobuf in auto",
-                                                  "malformed_json", "fx-plain", std::nullopt};
+            expected[{0, offset}] = ManifestEntry{
+                0, offset, "plain protobuf in auto", "malformed_json", "fx-plain", std::nullopt};
         }
     }
     const std::int64_t before_fleet = static_cast<std::int64_t>(expected.size());
@@ -311,13 +313,13 @@ TEST(ProtobufIngest, RegistryDownDelaysOnlyThePartitionThatNeedsIt) {
                           std::to_string((now_s - 60) * 1000) +
                           R"(,"latitude":52.5,"longitude":13.4})";
         const auto o = p.send(h.topic(), 0, vehicle, json);
-        expected[{0, o}] =
-            ManifestEntry{0, o, "json", "", vehicle, (now_s - 60) * 1'000'000};
+        expected[{0, o}] = ManifestEntry{0, o, "json", "", vehicle, (now_s - 60) * 1'000'000};
         const std::string pb_vehicle = "fx-pb-" + std::to_string(i);
         const auto f = load_protobuf_fixture(
             fs::path(TRACKD_SOURCE_DIR) / "tests/fixtures/protobuf/valid/lat_lon.txtpb",
             {pb_vehicle, now_s - kFixtureTime});
-        const auto o2 = p.send(h.topic(), 1, pb_vehicle, confluent_header(ids.position) + f.messages[0]);
+        const auto o2 =
+            p.send(h.topic(), 1, pb_vehicle, confluent_header(ids.position) + f.messages[0]);
         expected[{1, o2}] =
             ManifestEntry{1, o2, "framed", "", pb_vehicle, recorded_at_us(f.messages[0])};
     }
@@ -353,7 +355,8 @@ TEST(ProtobufIngest, RegistryDownDelaysOnlyThePartitionThatNeedsIt) {
 
     // The registry back: the waiting messages are read again and go in.
     auto again = h.start_trackd(registry_env("auto"));
-    ASSERT_TRUE(h.wait_drained(40, std::chrono::seconds(60))) << IngestHarness::read_file(h.log_path());
+    ASSERT_TRUE(h.wait_drained(40, std::chrono::seconds(60)))
+        << IngestHarness::read_file(h.log_path());
     again->kill(SIGTERM);
     again->wait();
     h.check_accounting(expected, /*with_rejected=*/false);
