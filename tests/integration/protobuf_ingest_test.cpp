@@ -11,6 +11,9 @@
 #include <gtest/gtest.h>
 #include <librdkafka/rdkafka.h>
 
+#include "trackd/decode/protobuf_decoder.hpp"
+#include "trackd/registry/schema_registry.hpp"
+
 #include "support/http_client.hpp"
 #include "support/ingest_harness.hpp"
 #include "support/protobuf_fixtures.hpp"
@@ -211,6 +214,53 @@ std::map<std::string, std::string> registry_env(const std::string& format) {
     return {{"TRACKD_KAFKA_FORMAT", format},
             {"TRACKD_KAFKA_SCHEMA_REGISTRY_URL", registry_url()},
             {"TRACKD_KAFKA_INSTANCE_ID", "proto-" + format + "-" + std::to_string(getpid())}};
+}
+
+// The client against the real registry: a registered schema's answer is what decode/ reads
+// (compatible), an unknown id is a 404 with Confluent's error code 40403.
+TEST(RegistryClient, FetchesFromTheRealRegistry) {
+    const auto ids = register_schemas("client-" + std::to_string(getpid()));
+    config::KafkaConfig k;
+    k.format = "protobuf";
+    k.schema_registry_url = registry_url();
+    const auto endpoint = registry::endpoint_of(k);
+    const auto found = registry::get_schema(endpoint, ids.position, std::chrono::seconds(5));
+    ASSERT_EQ(found.status, 200) << found.body;
+    decode::ProtobufDecoder d(64 * 1024, true);
+    d.add_schema(ids.position, found.body);
+    d.add_schema(ids.float_lat,
+                 registry::get_schema(endpoint, ids.float_lat, std::chrono::seconds(5)).body);
+    const auto message = load_protobuf_fixture(fs::path(TRACKD_SOURCE_DIR) /
+                                               "tests/fixtures/protobuf/valid/lat_lon.txtpb")
+                             .messages.at(0);
+    EXPECT_TRUE(std::holds_alternative<decode::DecodedMessage>(
+        d.decode(confluent_header(ids.position) + message)));
+    const auto bad = d.decode(confluent_header(ids.float_lat) + message);
+    ASSERT_TRUE(std::holds_alternative<core::Rejection>(bad));
+    EXPECT_EQ(std::get<core::Rejection>(bad).detail,
+              "schema id " + std::to_string(ids.float_lat) +
+                  ": message fleet.v2.Fix: field 3 is float latitude, but trackd reads field 3 "
+                  "(double latitude)");
+    const auto unknown = registry::get_schema(endpoint, ids.unknown, std::chrono::seconds(5));
+    EXPECT_EQ(unknown.status, 404);
+    EXPECT_NE(unknown.body.find("40403"), std::string::npos) << unknown.body;
+
+    // The client's thread hands over both kinds of answer.
+    registry::SchemaRegistry client(k);
+    client.request(ids.position);
+    client.request(ids.unknown);
+    std::vector<registry::SchemaAnswer> answers;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (answers.size() < 2 && std::chrono::steady_clock::now() < until) {
+        for (auto& a : client.take_answers()) answers.push_back(std::move(a));
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_EQ(answers.size(), 2U);
+    EXPECT_EQ(answers[0].schema_id, ids.position);
+    EXPECT_TRUE(answers[0].found);
+    EXPECT_EQ(answers[1].schema_id, ids.unknown);
+    EXPECT_FALSE(answers[1].found);
+    EXPECT_NE(answers[1].body.find("the registry answered 404"), std::string::npos);
 }
 
 // kafka.format = auto: JSON from one fleet, framed Protobuf from another while trackd is killed

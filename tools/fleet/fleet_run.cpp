@@ -160,7 +160,7 @@ int run_fleet(const FleetOptions& o) {
     gc.schema_id = o.schema_id;
     FleetGenerator generator(gc);
 
-    Tally tally;
+    Tally tally(o.protobuf);
     std::unique_ptr<ManifestWriter> manifest;
     if (!o.manifest.empty()) manifest = std::make_unique<ManifestWriter>(o.manifest, o.protobuf);
     std::optional<FleetProducer> producer;
