@@ -247,7 +247,7 @@ void render_bad_protobuf(const KindSpec& kind, const BadInput& in, std::string& 
             f.lat.reset();
             f.lon.reset();
             f.alt.reset();
-            f.wkb = "\x01\x01\x00";
+            f.wkb = std::string("\x01\x01\x00", 3);  // a point cut short
             break;
         case Reason::not_a_point:
             f.lat.reset();
