@@ -14,7 +14,8 @@ RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends \
       build-essential cmake ninja-build pkg-config ca-certificates \
       librdkafka-dev libpq-dev libgeos-dev libproj-dev libsimdjson-dev \
       libboost-dev libboost-system-dev libfmt-dev libtomlplusplus-dev \
-      nlohmann-json3-dev zlib1g-dev python3 python3-venv \
+      nlohmann-json3-dev zlib1g-dev protobuf-compiler libprotobuf-dev libprotoc-dev \
+      python3 python3-venv \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY scripts/python-requirements.txt scripts/
@@ -36,7 +37,7 @@ FROM debian:bookworm-slim AS runtime
 ARG DEBIAN_FRONTEND=noninteractive
 RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends \
       librdkafka1 libpq5 libgeos-c1v5 libproj25 proj-data libsimdjson14 libfmt9 \
-      libtomlplusplus3 zlib1g ca-certificates \
+      libtomlplusplus3 zlib1g libprotobuf32 ca-certificates \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/lib/ /usr/local/lib/
 COPY --from=build /out/bin/ /usr/local/bin/

@@ -7,7 +7,9 @@
 //   fleet_valid      the same stream with no bad, late or duplicate messages.
 //   fixtures_valid / fixtures_rejected   tests/fixtures/messages/{valid,rejected}/*.json, equal
 //                    weight each (PROJ transforms, WKB, every rejection path: not realistic).
-// Per message, like pipeline/ingest.cpp: Decoder::decode, the lookup of the vehicle's latest
+//   fleet_mix_protobuf, fleet_mix_protobuf_framed   the fleet_mix stream (same seed, same kinds)
+//                    as trackd.v1.Position, plain and behind the Confluent header.
+// Per message, like pipeline/ingest.cpp: PayloadDecoder::decode, the lookup of the vehicle's latest
 // accepted position, Validator::validate (moving the strings), the update of that position.
 // items_per_second is messages/s on one core. BM_DecodeValidateNoLatest (fleet mix only) leaves
 // out the latest-position map, BM_Decode validation too: the differences are their shares.
@@ -24,7 +26,7 @@
 
 #include "trackd/config/config.hpp"
 #include "trackd/core/time.hpp"
-#include "trackd/decode/decoder.hpp"
+#include "trackd/decode/payload_decoder.hpp"
 #include "trackd/validate/validator.hpp"
 
 #include "fleet_generator.hpp"
@@ -38,9 +40,16 @@ struct Corpus {
     std::vector<std::string> payloads;
     std::int64_t now_us = 0;  // the clock validate() is given: the end of the fleet's timeline
     std::size_t bytes = 0;
+    bool protobuf = false;  // decoded with kafka.format = protobuf, else json
 };
 
-Corpus fleet_corpus(bool with_bad) {
+trackd::decode::PayloadDecoder decoder_for(const Corpus& c,
+                                           const trackd::config::ValidateConfig& cfg) {
+    return {c.protobuf ? trackd::decode::Format::protobuf : trackd::decode::Format::json,
+            static_cast<std::size_t>(cfg.max_payload_bytes), false};
+}
+
+Corpus fleet_corpus(bool with_bad, bool protobuf = false, bool framed = false) {
     using namespace trackd::fleet;
     const std::int64_t now = trackd::core::now_us() / 1000;
     const std::int64_t rounds = (kFleetMessages + kVehicles - 1) / kVehicles;
@@ -57,8 +66,11 @@ Corpus fleet_corpus(bool with_bad) {
         gc.duplicate_share = 0;
     }
     gc.seed = 1;
+    gc.protobuf = protobuf;
+    if (framed) gc.schema_id = 1;
     FleetGenerator generator(gc);
     Corpus c;
+    c.protobuf = protobuf;
     c.now_us = now * 1000;
     c.payloads.reserve(kFleetMessages);
     Message m;
@@ -98,7 +110,13 @@ const Corpus& corpus(int which) {
     static const Corpus valid = fleet_corpus(false);
     static const Corpus fixtures_valid = fixture_corpus("valid");
     static const Corpus fixtures_rejected = fixture_corpus("rejected");
+    static const Corpus mix_protobuf = fleet_corpus(true, true);
+    static const Corpus mix_protobuf_framed = fleet_corpus(true, true, true);
     switch (which) {
+        case 4:
+            return mix_protobuf;
+        case 5:
+            return mix_protobuf_framed;
         case 0:
             return mix;
         case 1:
@@ -125,7 +143,7 @@ void report(benchmark::State& state, const Corpus& c, std::int64_t accepted) {
 void BM_DecodeValidate(benchmark::State& state) {
     const Corpus& c = corpus(static_cast<int>(state.range(0)));
     const trackd::config::ValidateConfig cfg;
-    trackd::decode::Decoder decoder(static_cast<std::size_t>(cfg.max_payload_bytes));
+    auto decoder = decoder_for(c, cfg);
     trackd::validate::Validator validator(cfg);
     std::unordered_map<std::string, trackd::validate::LastPosition> latest;
     latest.reserve(kVehicles * 2);
@@ -165,7 +183,7 @@ void BM_DecodeValidate(benchmark::State& state) {
 void BM_DecodeValidateNoLatest(benchmark::State& state) {
     const Corpus& c = corpus(static_cast<int>(state.range(0)));
     const trackd::config::ValidateConfig cfg;
-    trackd::decode::Decoder decoder(static_cast<std::size_t>(cfg.max_payload_bytes));
+    auto decoder = decoder_for(c, cfg);
     trackd::validate::Validator validator(cfg);
     std::size_t i = 0;
     std::int64_t accepted = 0;
@@ -185,7 +203,7 @@ void BM_DecodeValidateNoLatest(benchmark::State& state) {
 void BM_Decode(benchmark::State& state) {
     const Corpus& c = corpus(static_cast<int>(state.range(0)));
     const trackd::config::ValidateConfig cfg;
-    trackd::decode::Decoder decoder(static_cast<std::size_t>(cfg.max_payload_bytes));
+    auto decoder = decoder_for(c, cfg);
     std::size_t i = 0;
     std::int64_t accepted = 0;
     for (auto _ : state) {
@@ -199,13 +217,13 @@ void BM_Decode(benchmark::State& state) {
 
 void corpus_args(benchmark::internal::Benchmark* b) {
     b->ArgName("corpus");
-    for (int i = 0; i < 4; ++i) b->Arg(i);
+    for (int i = 0; i < 6; ++i) b->Arg(i);
 }
 
 }  // namespace
 
 BENCHMARK(BM_DecodeValidate)->Apply(corpus_args);
-BENCHMARK(BM_DecodeValidateNoLatest)->Arg(0)->ArgName("corpus");
+BENCHMARK(BM_DecodeValidateNoLatest)->Arg(0)->Arg(4)->ArgName("corpus");
 BENCHMARK(BM_Decode)->Apply(corpus_args);
 
 int main(int argc, char** argv) {
@@ -213,6 +231,8 @@ int main(int argc, char** argv) {
     benchmark::AddCustomContext("corpus/1", "fleet_valid (no bad, late or duplicate messages)");
     benchmark::AddCustomContext("corpus/2", "fixtures_valid (tests/fixtures/messages/valid)");
     benchmark::AddCustomContext("corpus/3", "fixtures_rejected (tests/fixtures/messages/rejected)");
+    benchmark::AddCustomContext("corpus/4", "fleet_mix as plain Protobuf (trackd.v1.Position)");
+    benchmark::AddCustomContext("corpus/5", "fleet_mix as Protobuf in the Confluent framing");
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
     benchmark::RunSpecifiedBenchmarks();

@@ -6,6 +6,7 @@
 #                        [--repeat R] [--python-seconds S] [--python-messages N] [--no-python]
 #                        [--profile [--variant-repeat 3] [--variant-connections 1]] [--no-record]
 #   ZONES=1000 bash bench/ingest.sh --messages 300000 --no-python   (or --zones N)
+#   bash bench/ingest.sh --format protobuf --messages 300000
 #
 # 1. builds what it needs (release preset), starts the local services if they are not running,
 #    creates a fresh topic and pre-produces the messages with trackd-fleet (default 2,000,000
@@ -32,6 +33,11 @@
 # (random ~900 m squares over the fleet's city, fixed seed), --repeat times each, and the ratio
 # of the best rows/s of each is printed and recorded (no COPY limit, no Python consumer).
 #
+# With --format protobuf the run is a side-by-side of payload formats instead: the same fleet
+# stream (same seed) is produced as JSON to one topic and as plain Protobuf (trackd.v1.Position)
+# to another, trackd ingests each alternately, --repeat times, and the ratio of the best rows/s
+# and of the poll thread's CPU per million messages is printed and recorded.
+#
 # Environment: TRACKD_BATCH_* and other TRACKD_* settings reach trackd (and are recorded);
 # TRACKD_BENCH_BIN / TRACKD_BENCH_LABEL measure binaries built elsewhere (bench/lib.sh);
 # TRACKD_BENCH_SERVICES=running skips starting the local services (they are up already).
@@ -56,6 +62,7 @@ variant_repeat=3
 variant_connections=1
 record=1
 zones="${ZONES:-0}"
+format=json
 while (($#)); do
   case "$1" in
     --workload) workload="$2"; shift 2 ;;
@@ -72,6 +79,7 @@ while (($#)); do
     --variant-connections) variant_connections="$2"; shift 2 ;;
     --no-record) record=0; shift ;;
     --zones) zones="$2"; shift 2 ;;
+    --format) format="$2"; shift 2 ;;
     -h | --help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
@@ -90,6 +98,7 @@ case "$workload" in
   moving) messages="${messages:-1000000}"; vehicles="${vehicles:-10000}" ;;
   *) die "--workload: fleet, each-vehicle-once or moving, not '$workload'" ;;
 esac
+[[ "$format" == json || "$format" == protobuf ]] || die "--format must be json or protobuf"
 ((profile)) && repeat=1
 if ((profile)) && ! command -v perf >/dev/null; then
   echo "bench/ingest.sh: --profile needs perf (Debian linux-perf, in scripts/setup.sh)" >&2
@@ -98,6 +107,10 @@ fi
 
 tag="$$"
 topic="bench-ingest-$tag"
+pb_topic="bench-ingest-pb-$tag"
+# The topic and kafka.format of the next run_trackd.
+run_topic="$topic"
+run_format=json
 work="$(mktemp -d "${TMPDIR:-/tmp}/trackd-bench-ingest.XXXXXX")"
 trackd_pid=""
 dbs=()
@@ -110,6 +123,7 @@ cleanup() {
   fi
   for db in "${dbs[@]}"; do drop_db "$db"; done
   delete_topic "$topic"
+  [[ "$format" == protobuf ]] && delete_topic "$pb_topic"
   if ((rc != 0)); then
     say "failed (exit $rc); logs kept in $work"
   else
@@ -215,8 +229,8 @@ run_trackd() {
   ((profile)) && pg_counters "$db" >"$work/counters0"
   say "trackd run $i: ingesting from offset 0 into $db"
   t_launch=$(date +%s.%N)
-  TRACKD_PG_DSN="$dsn" TRACKD_KAFKA_BROKERS="$brokers" TRACKD_KAFKA_TOPIC="$topic" \
-    TRACKD_KAFKA_GROUP="$group" TRACKD_HTTP_ENABLED=false \
+  TRACKD_PG_DSN="$dsn" TRACKD_KAFKA_BROKERS="$brokers" TRACKD_KAFKA_TOPIC="$run_topic" \
+    TRACKD_KAFKA_FORMAT="$run_format" TRACKD_KAFKA_GROUP="$group" TRACKD_HTTP_ENABLED=false \
     "$bench_bin/server/trackd" run >"$work/trackd_$i.log" 2>&1 &
   trackd_pid=$!
   main_tid=$trackd_pid
@@ -237,7 +251,7 @@ run_trackd() {
       perf_pids+=($!)
     fi
   fi
-  "$bench_bin/bench/trackd-bench-watch" --dsn "$dsn" --group "$group" --topic "$topic" \
+  "$bench_bin/bench/trackd-bench-watch" --dsn "$dsn" --group "$group" --topic "$run_topic" \
     --total "$sent" --interval-ms 50 --timeout-s 1800 >"$work/watch_$i.out" ||
     die "trackd did not commit all $sent messages (log: $work/trackd_$i.log)"
   kill -0 "$trackd_pid" 2>/dev/null || die "trackd exited early: $(tail -n 5 "$work/trackd_$i.log")"
@@ -381,6 +395,56 @@ define_zones() {
     SELECT 'bench-' || i, ST_Multi(ST_Expand(ST_SetSRID(ST_MakePoint(13.2 + random() * 0.41,
            52.38 + random() * 0.28), 4326), 0.004)) FROM generate_series(1, $2) i" >/dev/null
 }
+
+if [[ "$format" == protobuf ]]; then
+  say "producing the same $messages messages as Protobuf to $pb_topic"
+  create_topic "$pb_topic" "$partitions"
+  "$bench_bin/tools/trackd-fleet" --brokers "$brokers" --topic "$pb_topic" --vehicles "$vehicles" \
+    --messages "$messages" --bad-share "$bad_share" --format protobuf --quiet \
+    --summary-json "$work/fleet_pb.json" >"$work/fleet_pb.log" 2>&1 ||
+    die "trackd-fleet --format protobuf failed: $(tail -n 5 "$work/fleet_pb.log")"
+  for ((r = 1; r <= repeat; r++)); do
+    run_topic="$topic" run_format=json
+    run_trackd "json$r"
+    run_topic="$pb_topic" run_format=protobuf
+    run_trackd "protobuf$r"
+    drop_db "bench_trackd_${tag}_json$r"
+    drop_db "bench_trackd_${tag}_protobuf$r"
+  done
+  best_json=0
+  best_pb=0
+  poll_json=""
+  poll_pb=""
+  for ((r = 1; r <= repeat; r++)); do
+    j=$(kv "$work/trackd_json$r.kv" rows_per_s)
+    p=$(kv "$work/trackd_protobuf$r.kv" rows_per_s)
+    if ((j > best_json)); then best_json=$j; poll_json=$(kv "$work/trackd_json$r.kv" poll_cpu_s); fi
+    if ((p > best_pb)); then best_pb=$p; poll_pb=$(kv "$work/trackd_protobuf$r.kv" poll_cpu_s); fi
+  done
+  report="$work/report.md"
+  {
+    echo "Payload formats: the same $sent messages ($vehicles vehicles, $partitions partitions, bad share $bad_share) as JSON and as plain Protobuf, trackd on each alternately, $repeat time(s) each; best rows/s of each."
+    echo "Machine: $machine. Commit: $commit. Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
+    echo "Command: \`bash bench/ingest.sh --format protobuf --messages $messages --vehicles $vehicles --partitions $partitions --repeat $repeat\` ${trackd_settings}"
+    echo
+    echo "| run | rows/s end to end | poll thread CPU-s (decode, validate, batch) | trackd CPU-s |"
+    echo "|---|---|---|---|"
+    for ((r = 1; r <= repeat; r++)); do
+      echo "| JSON #$r | $(kv "$work/trackd_json$r.kv" rows_per_s) | $(kv "$work/trackd_json$r.kv" poll_cpu_s) | $(kv "$work/trackd_json$r.kv" cpu_s) |"
+      echo "| Protobuf #$r | $(kv "$work/trackd_protobuf$r.kv" rows_per_s) | $(kv "$work/trackd_protobuf$r.kv" poll_cpu_s) | $(kv "$work/trackd_protobuf$r.kv" cpu_s) |"
+    done
+    echo
+    echo "Ratio Protobuf/JSON (best of each): rows/s $(calc "$best_pb / $best_json" %.2f), poll thread CPU $(calc "$poll_pb / $poll_json" %.2f). The machine is shared: the ratios, not the absolute figures, are the result."
+  } >"$report"
+  echo
+  cat "$report"
+  if ((record)); then
+    append_results "bench/ingest.sh --format protobuf" <"$report"
+    say "appended to bench/RESULTS.md"
+  fi
+  say "done in $((SECONDS - started)) s"
+  exit 0
+fi
 
 if ((zones > 0)); then
   for ((r = 1; r <= repeat; r++)); do

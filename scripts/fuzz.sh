@@ -13,7 +13,7 @@ cd "$repo"
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(fuzz_decoder fuzz_wkb fuzz_fence fuzz_params)
+[[ ${#targets[@]} -gt 0 ]] || targets=(fuzz_decoder fuzz_protobuf_decoder fuzz_wkb fuzz_fence fuzz_params)
 
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -j "${TRACKD_BUILD_JOBS:-$(nproc)}"

@@ -9,6 +9,9 @@ PACKAGES=(
   librdkafka-dev libpqxx-dev libpq-dev libgeos-dev libproj-dev proj-data libsimdjson-dev
   libboost-dev libboost-system-dev libfmt-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
+  # decode/: Protobuf payloads (protoc generates trackd.v1.Position at build time; the .proto
+  # parser for registry schemas has its header in libprotoc-dev, its code in libprotobuf)
+  protobuf-compiler libprotobuf-dev libprotoc-dev
   # archive/: Iceberg metadata JSON (Arrow/Parquet come from the pyarrow wheel, scripts/python-env.sh)
   nlohmann-json3-dev zlib1g-dev
   # tooling: format, lint, sanitizers, fuzzing

@@ -140,8 +140,13 @@ std::string mask_dsn(const std::string& dsn) {
     return out;
 }
 
+// How a string setting is printed by check-config: as is, a DSN or URL with its password
+// masked, or wholly masked (when set).
+enum class Mask { none, dsn, all };
+
 template <class S, class T>
-Field field(const char* section, const char* key, S Config::*sec, T S::*mem, bool secret = false) {
+Field field(const char* section, const char* key, S Config::*sec, T S::*mem,
+            Mask secret = Mask::none) {
     Field f;
     f.section = section;
     f.key = key;
@@ -154,7 +159,9 @@ Field field(const char* section, const char* key, S Config::*sec, T S::*mem, boo
     f.to_toml = [sec, mem, secret](const Config& c) {
         static_cast<void>(secret);  // read only for strings; clang warns of an unused capture
         if constexpr (std::is_same_v<T, std::string>) {
-            if (secret) return print(mask_dsn((c.*sec).*mem));
+            const std::string& v = (c.*sec).*mem;
+            if (secret == Mask::dsn) return print(mask_dsn(v));
+            if (secret == Mask::all) return print(v.empty() ? v : std::string("****"));
         }
         return print((c.*sec).*mem);
     };
@@ -168,7 +175,17 @@ const std::vector<Field>& fields() {
         field("kafka", "group", &Config::kafka, &KafkaConfig::group),
         field("kafka", "client_id", &Config::kafka, &KafkaConfig::client_id),
         field("kafka", "instance_id", &Config::kafka, &KafkaConfig::instance_id),
-        field("pg", "dsn", &Config::pg, &PgConfig::dsn, true),
+        field("kafka", "format", &Config::kafka, &KafkaConfig::format),
+        field("kafka", "schema_registry_url", &Config::kafka, &KafkaConfig::schema_registry_url,
+              Mask::dsn),
+        field("kafka", "schema_registry_user", &Config::kafka, &KafkaConfig::schema_registry_user),
+        field("kafka", "schema_registry_password", &Config::kafka,
+              &KafkaConfig::schema_registry_password, Mask::all),
+        field("kafka", "schema_registry_token", &Config::kafka, &KafkaConfig::schema_registry_token,
+              Mask::all),
+        field("kafka", "schema_registry_timeout_ms", &Config::kafka,
+              &KafkaConfig::schema_registry_timeout_ms),
+        field("pg", "dsn", &Config::pg, &PgConfig::dsn, Mask::dsn),
         field("pg", "connect_timeout_s", &Config::pg, &PgConfig::connect_timeout_s),
         field("pg", "lock_timeout_ms", &Config::pg, &PgConfig::lock_timeout_ms),
         field("pg", "idle_in_transaction_timeout_ms", &Config::pg,
@@ -400,6 +417,29 @@ void validate(const Config& c) {
                 std::string(kPropertiesPath) + "." + k,
                 "set it with kafka.group / kafka.brokers / kafka.instance_id instead");
     }
+    const auto& fmt_name = c.kafka.format;
+    require(fmt_name == "json" || fmt_name == "protobuf" || fmt_name == "auto", "kafka.format",
+            "'" + fmt_name + "' is not one of json, protobuf, auto");
+    const auto& url = c.kafka.schema_registry_url;
+    if (!url.empty()) {
+        require(url.rfind("https://", 0) != 0, "kafka.schema_registry_url",
+                "https is not supported; reach the registry over http (a TLS proxy on loopback)");
+        static const std::regex kUrl(
+            R"(http://([^/:@]+:[^/@]*@)?[A-Za-z0-9.-]+(:[0-9]{1,5})?(/.*)?)");
+        require(std::regex_match(url, kUrl), "kafka.schema_registry_url",
+                "'" + mask_dsn(url) + "' is not http://host[:port][/path]");
+    }
+    require(c.kafka.schema_registry_token.empty() ||
+                (c.kafka.schema_registry_user.empty() && c.kafka.schema_registry_password.empty()),
+            "kafka.schema_registry_token",
+            "set either a bearer token or schema_registry_user + schema_registry_password");
+    require(c.kafka.schema_registry_password.empty() || !c.kafka.schema_registry_user.empty(),
+            "kafka.schema_registry_user", "must be set when schema_registry_password is");
+    require(
+        c.kafka.schema_registry_timeout_ms >= 100 && c.kafka.schema_registry_timeout_ms <= 600000,
+        "kafka.schema_registry_timeout_ms", "must be between 100 and 600000");
+    require(url.empty() || c.kafka.format != "json", "kafka.schema_registry_url",
+            "is only used with kafka.format = protobuf or auto");
     require(!c.pg.dsn.empty(), "pg.dsn", "must not be empty");
     require(c.pg.connect_timeout_s >= 1 && c.pg.connect_timeout_s <= 3600, "pg.connect_timeout_s",
             "must be between 1 and 3600");

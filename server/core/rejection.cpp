@@ -41,6 +41,17 @@ constexpr std::array kReasons = {
     ReasonInfo{Reason::duplicate, "duplicate",
                "same vehicle, timestamp and position as the vehicle's latest accepted position "
                "(a redelivered message)"},
+    ReasonInfo{Reason::malformed_protobuf, "malformed_protobuf",
+               "the payload is not a Protobuf encoding of trackd.v1.Position (truncated, bad "
+               "varint or wire type, a string that is not UTF-8)"},
+    ReasonInfo{Reason::bad_frame, "bad_frame",
+               "the Confluent wire-format header (magic byte 0, 4-byte schema id, message "
+               "indexes) is cut short or its message indexes are invalid"},
+    ReasonInfo{Reason::unknown_schema, "unknown_schema",
+               "the schema registry does not know the frame's schema id"},
+    ReasonInfo{Reason::incompatible_schema, "incompatible_schema",
+               "the frame's schema is not a Protobuf schema trackd can read as trackd.v1.Position "
+               "(a field trackd reads has another number or type, or the schema does not parse)"},
 };
 
 constexpr bool in_enum_order() {

@@ -15,6 +15,7 @@
 #include "trackd/core/time.hpp"
 
 #include "json_check.hpp"
+#include "text.hpp"
 
 namespace trackd::decode {
 namespace {
@@ -26,9 +27,6 @@ using core::Rejection;
 // Epoch milliseconds accepted: 1970-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z.
 constexpr std::int64_t kMaxEpochMs = 253402300799999;
 static_assert((core::days_from_civil(9999, 12, 31) + 1) * 86400000 - 1 == kMaxEpochMs);
-
-// Quoted values in details are cut to about this many bytes.
-constexpr std::size_t kMaxQuoted = 60;
 
 enum class Field {
     vehicle_id,
@@ -157,21 +155,6 @@ std::string_view trim_right(std::string_view s) {
     return s;
 }
 
-// `s` cut to about kMaxQuoted bytes on a UTF-8 boundary, control bytes shown as '?'.
-std::string shorten(std::string_view s) {
-    std::size_t cut = s.size();
-    if (cut > kMaxQuoted) {
-        cut = kMaxQuoted;
-        while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
-    }
-    std::string out(s.substr(0, cut));
-    for (char& c : out) {
-        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) c = '?';
-    }
-    if (cut < s.size()) out += "...";
-    return out;
-}
-
 // How a raw JSON token reads in a detail: `string "52.1"`, `number 42`, `true`, `an object`.
 std::string describe(std::string_view token) {
     const char c = token.empty() ? '\0' : token.front();
@@ -211,19 +194,6 @@ const char* simdjson_problem(simdjson::error_code e) {
         default:
             return simdjson::error_message(e);
     }
-}
-
-// The first C0/C1 control character in UTF-8 text, or -1.
-int first_control_character(std::string_view s) {
-    for (std::size_t i = 0; i < s.size(); ++i) {
-        const auto b = static_cast<unsigned char>(s[i]);
-        if (b < 0x20 || b == 0x7F) return b;
-        if (b == 0xC2 && i + 1 < s.size()) {
-            const auto next = static_cast<unsigned char>(s[i + 1]);
-            if (next >= 0x80 && next <= 0x9F) return next;  // U+0080..U+009F
-        }
-    }
-    return -1;
 }
 
 bool has_fraction_or_exponent(std::string_view token) {

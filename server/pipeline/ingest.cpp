@@ -15,7 +15,8 @@
 #include "trackd/core/pause_point.hpp"
 #include "trackd/core/time.hpp"
 #include "trackd/db/connection.hpp"
-#include "trackd/decode/decoder.hpp"
+#include "trackd/decode/payload_decoder.hpp"
+#include "trackd/registry/schema_registry.hpp"
 #include "trackd/sink/postgis/postgis_sink.hpp"
 #include "trackd/sink/sink.hpp"
 #include "trackd/source/kafka_source.hpp"
@@ -98,6 +99,10 @@ struct Metrics {
     core::metrics::Counter& paused_seconds = core::metrics::counter(
         "trackd_ingest_paused_seconds_total",
         "Time Kafka fetching was paused because batch.inflight_bytes was reached");
+    core::metrics::Gauge& waiting_for_schema = core::metrics::gauge(
+        "trackd_messages_waiting_for_schema",
+        "Messages held until the schema registry answers for their schema id (or for an "
+        "earlier message of their partition)");
     core::metrics::Gauge& inflight_bytes = core::metrics::gauge(
         "trackd_ingest_inflight_bytes", "Payload bytes read from Kafka and not yet committed");
     core::metrics::Gauge& last_commit = core::metrics::gauge(
@@ -123,7 +128,12 @@ class Ingest final : public source::PartitionOwner {
         : config_(config),
           stop_(stop),
           seams_(seams),
-          decoder_(static_cast<std::size_t>(config.validate.max_payload_bytes)),
+          decoder_(*decode::parse_format(config.kafka.format),
+                   static_cast<std::size_t>(config.validate.max_payload_bytes),
+                   !config.kafka.schema_registry_url.empty()),
+          registry_(config.kafka.schema_registry_url.empty()
+                        ? nullptr
+                        : std::make_unique<registry::SchemaRegistry>(config.kafka)),
           validator_(config.validate),
           control_(connect_with_retry("trackd ingest control")) {
         const batch::Limits limits{static_cast<std::size_t>(config.batch.max_rows),
@@ -170,6 +180,7 @@ class Ingest final : public source::PartitionOwner {
                         std::chrono::duration<double>(now - last_tick).count());
                 }
                 last_tick = now;
+                if (registry_) release_held(now, wall_clock_us(now));
                 if (m) handle(*m, now, wall_clock_us(now));
                 for (std::size_t i = 0; i < shards_.size(); ++i) {
                     if (shards_[i].builder.should_flush(now)) enqueue(i, shards_[i].builder.take());
@@ -245,6 +256,7 @@ class Ingest final : public source::PartitionOwner {
             shard_of(p).builder.drop_partition(p);
             epochs_.erase(p);
             expected_.erase(p);
+            drop_held(p);
         }
         // Queued batches are abandoned too, so that a rebalance costs at most the batch already
         // in COMMIT, not the queue read ahead: the fence makes dropping them safe (the new
@@ -338,14 +350,86 @@ class Ingest final : public source::PartitionOwner {
     void handle(const source::Message& m, Clock::time_point now, std::int64_t now_us) {
         metrics_.consumed.inc();
         inflight_bytes_ += static_cast<std::int64_t>(m.payload.size());
+        // Behind a message that waits for its schema, the rest of its partition waits too:
+        // offsets commit in order.
+        if (!held_.empty()) {
+            if (auto it = held_.find(m.partition); it != held_.end()) return hold(it->second, m);
+        }
+        if (!process(m, now, now_us)) hold(held_[m.partition], m);
+    }
+
+    // A message kept until the registry answers (it owns its bytes; the poll's views do not
+    // outlive the next poll).
+    struct HeldMessage {
+        std::int32_t partition = 0;
+        std::int64_t offset = 0;
+        std::int64_t timestamp_ms = 0;
+        std::string key, payload;
+        [[nodiscard]] source::Message view() const {
+            return source::Message{partition, offset, timestamp_ms, key, payload};
+        }
+    };
+
+    void hold(std::deque<HeldMessage>& queue, const source::Message& m) {
+        queue.push_back(HeldMessage{m.partition, m.offset, m.timestamp_ms, std::string(m.key),
+                                    std::string(m.payload)});
+        ++held_count_;
+        metrics_.waiting_for_schema.set(static_cast<double>(held_count_));
+    }
+
+    // Hands the registry's answers to the decoder, then goes on with the held messages whose
+    // schemas are known now, in partition order.
+    void release_held(Clock::time_point now, std::int64_t now_us) {
+        auto answers = registry_->take_answers();
+        if (answers.empty()) return;
+        for (auto& a : answers) {
+            if (a.found) {
+                decoder_.protobuf().add_schema(a.schema_id, a.body);
+            } else {
+                decoder_.protobuf().add_unknown_schema(a.schema_id, std::move(a.body));
+            }
+        }
+        for (auto it = held_.begin(); it != held_.end();) {
+            auto& queue = it->second;
+            while (!queue.empty() && process(queue.front().view(), now, now_us)) {
+                queue.pop_front();
+                --held_count_;
+            }
+            it = queue.empty() ? held_.erase(it) : std::next(it);
+        }
+        metrics_.waiting_for_schema.set(static_cast<double>(held_count_));
+    }
+
+    void drop_held(std::int32_t partition) {
+        const auto it = held_.find(partition);
+        if (it == held_.end()) return;
+        for (const auto& h : it->second) {
+            inflight_bytes_ -= static_cast<std::int64_t>(h.payload.size());
+        }
+        held_count_ -= it->second.size();
+        held_.erase(it);
+        metrics_.waiting_for_schema.set(static_cast<double>(held_count_));
+    }
+
+    // Decodes, validates and batches one message; false when it needs a schema the registry
+    // has not answered for yet (asked for now; nothing else done).
+    bool process(const source::Message& m, Clock::time_point now, std::int64_t now_us) {
         auto decoded = decoder_.decode(m.payload);
-        if (auto* r = std::get_if<core::Rejection>(&decoded)) return reject(m, std::move(*r), now);
+        if (const auto* need = std::get_if<decode::SchemaNeeded>(&decoded)) {
+            registry_->request(need->schema_id);
+            return false;
+        }
+        if (auto* r = std::get_if<core::Rejection>(&decoded)) {
+            reject(m, std::move(*r), now);
+            return true;
+        }
         auto& msg = std::get<decode::DecodedMessage>(decoded);
         auto it = latest_.find(msg.vehicle_id);
         const validate::LastPosition* last = it == latest_.end() ? nullptr : &it->second.position;
         auto validated = validator_.validate(std::move(msg), last, now_us);
         if (auto* r = std::get_if<core::Rejection>(&validated)) {
-            return reject(m, std::move(*r), now);
+            reject(m, std::move(*r), now);
+            return true;
         }
         auto& pos = std::get<core::Position>(validated);
         const Latest here{{pos.recorded_at_us, pos.longitude, pos.latitude}, m.partition};
@@ -360,6 +444,7 @@ class Ingest final : public source::PartitionOwner {
         shard_of(m.partition)
             .builder.add_row(batch::Row{std::move(pos), m.partition, m.offset, m.timestamp_ms},
                              m.payload.size(), now);
+        return true;
     }
 
     void reject(const source::Message& m, core::Rejection r, Clock::time_point now) {
@@ -560,7 +645,12 @@ class Ingest final : public source::PartitionOwner {
     const IngestSeams& seams_;
 
     // Poll thread only.
-    decode::Decoder decoder_;
+    decode::PayloadDecoder decoder_;
+    // With kafka.schema_registry_url: the registry client and, per partition, the messages
+    // waiting for its answer (in offset order).
+    std::unique_ptr<registry::SchemaRegistry> registry_;
+    std::map<std::int32_t, std::deque<HeldMessage>> held_;
+    std::size_t held_count_ = 0;
     validate::Validator validator_;
     std::vector<Shard> shards_;
     std::unique_ptr<Sink> control_;

@@ -47,6 +47,17 @@ std::string shorten(std::string_view s) {
     return std::string(s.substr(0, kMax)) + "...";
 }
 
+// The first bytes of raw WKB as uppercase hex, for details.
+std::string shorten_hex(std::string_view bytes) {
+    constexpr std::size_t kMaxBytes = 30;
+    std::string out;
+    for (std::size_t i = 0; i < bytes.size() && i < kMaxBytes; ++i) {
+        out += fmt::format("{:02X}", static_cast<unsigned char>(bytes[i]));
+    }
+    if (bytes.size() > kMaxBytes) out += "...";
+    return out;
+}
+
 const geod_geodesic& wgs84() {
     static const geod_geodesic g = [] {
         geod_geodesic init{};
@@ -140,19 +151,22 @@ std::variant<Position, Rejection> Validator::check(const decode::DecodedMessage&
     double y = 0;
     int srid = m.srid;
     std::optional<double> altitude = m.altitude_m;
-    if (!m.geom_hex.empty()) {
+    if (!m.geom_hex.empty() || !m.geom_wkb.empty()) {
         if (!wkb_) wkb_ = std::make_unique<WkbReader>();
         WkbReader::Point point;
         std::string why;
-        switch (wkb_->read_point(m.geom_hex, point, why)) {
-            case WkbReader::Status::ok:
-                break;
-            case WkbReader::Status::bad_wkb:
-                return reject(Reason::bad_wkb,
+        const bool hex = !m.geom_hex.empty();
+        const auto status = hex ? wkb_->read_point(m.geom_hex, point, why)
+                                : wkb_->read_point_bytes(m.geom_wkb, point, why);
+        if (status != WkbReader::Status::ok) {
+            const auto reason =
+                status == WkbReader::Status::bad_wkb ? Reason::bad_wkb : Reason::not_a_point;
+            if (hex) {
+                return reject(reason,
                               fmt::format("geom_hex: {}: \"{}\"", why, shorten(m.geom_hex)));
-            case WkbReader::Status::not_a_point:
-                return reject(Reason::not_a_point,
-                              fmt::format("geom_hex: {}: \"{}\"", why, shorten(m.geom_hex)));
+            }
+            return reject(reason, fmt::format("geom_wkb: {}: {} bytes, hex {}", why,
+                                              m.geom_wkb.size(), shorten_hex(m.geom_wkb)));
         }
         x = point.x;
         y = point.y;
@@ -161,7 +175,7 @@ std::variant<Position, Rejection> Validator::check(const decode::DecodedMessage&
     } else {
         if (!m.latitude || !m.longitude) {
             return reject(Reason::missing_field,
-                          "position: neither latitude+longitude nor geom_hex");
+                          "position: neither latitude+longitude nor geom_hex/geom_wkb");
         }
         x = *m.longitude;
         y = *m.latitude;

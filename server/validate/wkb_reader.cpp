@@ -63,8 +63,14 @@ WkbReader::Status WkbReader::read_point(std::string_view hex, Point& out, std::s
         why = "not hexadecimal";
         return Status::bad_wkb;
     }
+    return read_point_bytes(
+        std::string_view(reinterpret_cast<const char*>(bytes_.data()), bytes_.size()), out, why);
+}
+
+WkbReader::Status WkbReader::read_point_bytes(std::string_view wkb, Point& out, std::string& why) {
     error_.clear();
-    GEOSGeometry* geom = GEOSWKBReader_read_r(ctx_, reader_, bytes_.data(), bytes_.size());
+    GEOSGeometry* geom = GEOSWKBReader_read_r(
+        ctx_, reader_, reinterpret_cast<const unsigned char*>(wkb.data()), wkb.size());
     if (geom == nullptr) {
         why = error_.empty() ? "GEOS cannot read it" : error_;
         return Status::bad_wkb;

@@ -32,6 +32,8 @@ class WkbReader {
 
     // On failure `why` says what was wrong.
     Status read_point(std::string_view hex, Point& out, std::string& why);
+    // The same for raw WKB bytes (Protobuf's geom_wkb).
+    Status read_point_bytes(std::string_view wkb, Point& out, std::string& why);
 
   private:
     static void on_error(const char* message, void* self);

@@ -19,4 +19,13 @@ inline std::string pg_admin_dsn() {
 
 inline std::string kafka_brokers() { return env_or("TEST_KAFKA_BROKERS", "127.0.0.1:59092"); }
 
+// The Confluent-compatible API of the schema registry scripts/registry.sh runs (override with
+// TEST_REGISTRY_URL; the port follows LOCAL_REGISTRY_PORT like the script).
+inline std::string registry_url() {
+    return env_or(
+        "TEST_REGISTRY_URL",
+        ("http://127.0.0.1:" + env_or("LOCAL_REGISTRY_PORT", "58081") + "/apis/ccompat/v7")
+            .c_str());
+}
+
 }  // namespace trackd::test

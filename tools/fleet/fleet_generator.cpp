@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "protobuf_payload.hpp"
+
 namespace trackd::fleet {
 namespace {
 
@@ -52,7 +54,7 @@ FleetGenerator::FleetGenerator(const GeneratorConfig& config)
     tracks_.reserve(config_.vehicles);
     static constexpr std::array<char, 3> kShifts = {'A', 'B', 'C'};
     for (std::uint32_t v = 0; v < config_.vehicles; ++v) {
-        ids_.push_back(fmt::format("veh-{:06}", v + 1));
+        ids_.push_back(fmt::format("{}{:06}", config_.id_prefix, v + 1));
         Track t;
         t.vehicle = Vehicle::spawn(config_.city, rng_);
         t.shift = kShifts[rng_.below(kShifts.size())];
@@ -102,6 +104,20 @@ void FleetGenerator::next(Message& out) {
     emit_valid(v, out);
 }
 
+void FleetGenerator::begin(std::string& payload) const {
+    payload.clear();
+    if (config_.schema_id) append_confluent_header(payload, *config_.schema_id);
+}
+
+void FleetGenerator::append_position(std::string& payload, std::uint32_t v, const Sample& s,
+                                     bool resent) const {
+    if (config_.protobuf) {
+        append_position_protobuf(payload, ids_[v], s, tracks_[v].shift, resent);
+    } else {
+        append_position_json(payload, ids_[v], s, tracks_[v].shift, resent);
+    }
+}
+
 void FleetGenerator::emit_valid(std::uint32_t v, Message& out) {
     Track& track = tracks_[v];
     if (track.valid_count > 0) track.vehicle.advance(config_.city, dt_s_, rng_);
@@ -111,8 +127,8 @@ void FleetGenerator::emit_valid(std::uint32_t v, Message& out) {
     track.history[track.valid_count % kHistory] = s;
     ++track.valid_count;
 
-    out.payload.clear();
-    append_position_json(out.payload, ids_[v], s, track.shift, /*resent=*/false);
+    begin(out.payload);
+    append_position(out.payload, v, s, /*resent=*/false);
     out.vehicle = v;
     out.kind = kValid;
     out.recorded_at_ms = s.t_ms;
@@ -136,8 +152,8 @@ bool FleetGenerator::emit_out_of_order(std::uint32_t v, Message& out) {
         static_cast<std::uint32_t>(std::min<std::uint64_t>(kHistory - 1, track.valid_count - 1));
     const std::uint32_t back = 2 + rng_.below(deepest - 1);  // 2..deepest
     const Sample& s = track.history[(track.valid_count - 1 - back) % kHistory];
-    out.payload.clear();
-    append_position_json(out.payload, ids_[v], s, track.shift, /*resent=*/true);
+    begin(out.payload);
+    append_position(out.payload, v, s, /*resent=*/true);
     out.vehicle = v;
     out.kind = kOutOfOrder;
     out.recorded_at_ms = s.t_ms;
@@ -167,7 +183,12 @@ bool FleetGenerator::emit_bad(std::uint32_t v, Message& out) {
         in.jump_lon = to.lon;
         in.jump_lat = to.lat;
     }
-    render_bad(kind, in, out.payload, out.recorded_at_ms);
+    if (config_.protobuf) {
+        begin(out.payload);
+        render_bad_protobuf(kind, in, out.payload, out.recorded_at_ms);
+    } else {
+        render_bad(kind, in, out.payload, out.recorded_at_ms);
+    }
     out.vehicle = v;
     out.kind = id;
     return true;

@@ -34,6 +34,11 @@ struct GeneratorConfig {
     double out_of_order_share = 0.005;
     double duplicate_share = 0.005;
     std::uint64_t seed = 1;
+    // Payloads as JSON, or as trackd.v1.Position (protobuf_payload.hpp), behind the Confluent
+    // wire-format header with this schema id when it is set.
+    bool protobuf = false;
+    std::optional<std::uint32_t> schema_id;
+    std::string id_prefix = "veh-";  // vehicle ids: <prefix>000001, ...
 };
 
 struct Message {
@@ -65,6 +70,9 @@ class FleetGenerator {
 
     [[nodiscard]] std::int64_t next_timestamp_ms(std::uint32_t v) const;
     [[nodiscard]] Sample sample_of(const Track& track, std::int64_t t_ms) const;
+    // Clears `payload` and writes the Confluent header when there is one.
+    void begin(std::string& payload) const;
+    void append_position(std::string& payload, std::uint32_t v, const Sample& s, bool resent) const;
     void emit_valid(std::uint32_t v, Message& out);
     bool emit_out_of_order(std::uint32_t v, Message& out);
     bool emit_bad(std::uint32_t v, Message& out);

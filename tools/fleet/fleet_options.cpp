@@ -36,6 +36,14 @@ vehicle_id), with out-of-order re-sends, duplicates and bad messages mixed in. S
   --manifest FILE           one CSV line per delivered message:
                             partition,offset,kind,expected_reason,vehicle_id,recorded_at_us
   --summary-json FILE       counts by kind and by expected reason, as JSON
+  --id-prefix P             vehicle ids are P000001, P000002, ... (default veh-); fleets
+                            sharing a topic need different prefixes
+  --format json|protobuf    payloads as JSON (default) or trackd.v1.Position
+                            (proto/trackd/v1/position.proto)
+  --framing none|confluent  with --format protobuf: the Confluent wire-format header (magic
+                            byte, --schema-id, message index [0]) before each message
+                            (default none)
+  --schema-id N             the schema id the Confluent header carries
   -X KEY=VALUE              librdkafka producer property (repeatable), applied last
   --quiet                   no progress lines
   --help                    this text
@@ -83,6 +91,8 @@ LonLat parse_city(const std::string& option, const std::string& text) {
 
 FleetOptions parse_fleet_options(int argc, char** argv) {
     FleetOptions o;
+    std::string framing = "none";
+    std::optional<std::uint32_t> schema_id;
     using Setter = std::function<void(const std::string& option, const std::string& value)>;
     const std::map<std::string, Setter, std::less<>> with_value = {
         {"--brokers", [&](auto&, auto& v) { o.brokers = v; }},
@@ -132,6 +142,26 @@ FleetOptions parse_fleet_options(int argc, char** argv) {
         {"--duplicate-share", [&](auto& k, auto& v) { o.duplicate_share = parse_share(k, v); }},
         {"--seed", [&](auto& k, auto& v) { o.seed = parse_number<std::uint64_t>(k, v); }},
         {"--manifest", [&](auto&, auto& v) { o.manifest = v; }},
+        {"--id-prefix",
+         [&](auto& k, auto& v) {
+             if (v.empty() || v.size() > 32) throw ConfigError(k, "expected 1..32 characters");
+             o.id_prefix = v;
+         }},
+        {"--format",
+         [&](auto& k, auto& v) {
+             if (v != "json" && v != "protobuf") {
+                 throw ConfigError(k, "expected json or protobuf, got '" + v + "'");
+             }
+             o.protobuf = v == "protobuf";
+         }},
+        {"--framing",
+         [&](auto& k, auto& v) {
+             if (v != "none" && v != "confluent") {
+                 throw ConfigError(k, "expected none or confluent, got '" + v + "'");
+             }
+             framing = v;
+         }},
+        {"--schema-id", [&](auto& k, auto& v) { schema_id = parse_number<std::uint32_t>(k, v); }},
         {"--summary-json", [&](auto&, auto& v) { o.summary_json = v; }},
         {"-X",
          [&](auto& k, auto& v) {
@@ -175,6 +205,13 @@ FleetOptions parse_fleet_options(int argc, char** argv) {
         throw ConfigError("--bad-share", "bad, out-of-order and duplicate shares must sum to < 1");
     }
     if (o.messages && *o.messages == 0) throw ConfigError("--messages", "must be at least 1");
+    if (framing == "confluent") {
+        if (!o.protobuf) throw ConfigError("--framing", "confluent needs --format protobuf");
+        if (!schema_id) throw ConfigError("--framing", "confluent needs --schema-id N");
+        o.schema_id = schema_id;
+    } else if (schema_id) {
+        throw ConfigError("--schema-id", "only with --framing confluent");
+    }
     if (!o.messages && !o.duration_s) o.messages = kDefaultMessages;
     return o;
 }

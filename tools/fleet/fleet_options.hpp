@@ -34,6 +34,9 @@ struct FleetOptions {
     std::string manifest;
     std::string summary_json;
     bool quiet = false;
+    std::string id_prefix = "veh-";
+    bool protobuf = false;                   // --format protobuf
+    std::optional<std::uint32_t> schema_id;  // --framing confluent --schema-id N
     std::vector<std::pair<std::string, std::string>> kafka_properties;  // -X key=value
     bool help = false;
 };

@@ -155,11 +155,14 @@ int run_fleet(const FleetOptions& o) {
     gc.out_of_order_share = o.out_of_order_share;
     gc.duplicate_share = o.duplicate_share;
     gc.seed = o.seed;
+    gc.protobuf = o.protobuf;
+    gc.id_prefix = o.id_prefix;
+    gc.schema_id = o.schema_id;
     FleetGenerator generator(gc);
 
-    Tally tally;
+    Tally tally(o.protobuf);
     std::unique_ptr<ManifestWriter> manifest;
-    if (!o.manifest.empty()) manifest = std::make_unique<ManifestWriter>(o.manifest);
+    if (!o.manifest.empty()) manifest = std::make_unique<ManifestWriter>(o.manifest, o.protobuf);
     std::optional<FleetProducer> producer;
     producer.emplace(ProducerConfig{o.brokers, o.topic, o.kafka_properties},
                      generator.vehicle_ids(), tally, manifest.get());

@@ -5,6 +5,8 @@
 #include <iterator>
 #include <stdexcept>
 
+#include "protobuf_payload.hpp"
+
 namespace trackd::fleet {
 namespace {
 
@@ -12,7 +14,8 @@ constexpr std::size_t kDrainBytes = 1 << 18;
 
 }  // namespace
 
-ManifestWriter::ManifestWriter(const std::string& path) : path_(path) {
+ManifestWriter::ManifestWriter(const std::string& path, bool protobuf)
+    : path_(path), protobuf_(protobuf) {
     file_ = std::fopen(path.c_str(), "w");
     if (file_ == nullptr) {
         throw std::runtime_error(
@@ -28,12 +31,13 @@ void ManifestWriter::write(std::int32_t partition, std::int64_t offset, const Ki
                            std::string_view vehicle_id,
                            std::optional<std::int64_t> recorded_at_ms) {
     auto out = std::back_inserter(buffer_);
+    const auto reason =
+        protobuf_ ? expected_protobuf_reason_code(kind) : expected_reason_code(kind);
     if (recorded_at_ms) {
-        fmt::format_to(out, "{},{},{},{},{},{}\n", partition, offset, kind.name,
-                       expected_reason_code(kind), vehicle_id, *recorded_at_ms * 1000);
+        fmt::format_to(out, "{},{},{},{},{},{}\n", partition, offset, kind.name, reason, vehicle_id,
+                       *recorded_at_ms * 1000);
     } else {
-        fmt::format_to(out, "{},{},{},{},{},\n", partition, offset, kind.name,
-                       expected_reason_code(kind), vehicle_id);
+        fmt::format_to(out, "{},{},{},{},{},\n", partition, offset, kind.name, reason, vehicle_id);
     }
     if (buffer_.size() >= kDrainBytes) drain();
 }

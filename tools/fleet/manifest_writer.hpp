@@ -21,7 +21,8 @@ namespace trackd::fleet {
 class ManifestWriter {
   public:
     // Opens (truncates) path; throws std::runtime_error when it cannot.
-    explicit ManifestWriter(const std::string& path);
+    // `protobuf`: the messages are Protobuf (expected reasons as protobuf_payload.hpp says).
+    explicit ManifestWriter(const std::string& path, bool protobuf = false);
     ~ManifestWriter();
     ManifestWriter(const ManifestWriter&) = delete;
     ManifestWriter& operator=(const ManifestWriter&) = delete;
@@ -38,6 +39,7 @@ class ManifestWriter {
     std::string path_;
     std::FILE* file_ = nullptr;
     fmt::memory_buffer buffer_;
+    bool protobuf_ = false;
     bool failed_ = false;
 };
 

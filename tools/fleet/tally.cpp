@@ -5,9 +5,17 @@
 
 #include <fmt/format.h>
 
+#include "protobuf_payload.hpp"
+
 namespace trackd::fleet {
 
-Tally::Tally() : delivered_(kinds().size(), 0), failed_(kinds().size(), 0) {}
+Tally::Tally(bool protobuf)
+    : protobuf_(protobuf), delivered_(kinds().size(), 0), failed_(kinds().size(), 0) {}
+
+std::string_view Tally::reason_of(std::size_t kind) const {
+    const auto& spec = kinds()[kind];
+    return protobuf_ ? expected_protobuf_reason_code(spec) : expected_reason_code(spec);
+}
 
 std::uint64_t Tally::delivered() const {
     return std::accumulate(delivered_.begin(), delivered_.end(), std::uint64_t{0});
@@ -27,7 +35,7 @@ void Tally::print_text(std::FILE* out, double elapsed_s, const std::string& topi
     std::uint64_t accepted = 0;
     const auto all = kinds();
     for (std::size_t i = 0; i < all.size(); ++i) {
-        const std::string_view reason = expected_reason_code(all[i]);
+        const std::string_view reason = reason_of(i);
         fmt::print(out, "  {:<20} {:<20} {:>12}{}\n", all[i].name,
                    reason.empty() ? "accepted" : reason, delivered_[i],
                    failed_[i] > 0 ? fmt::format("  ({} failed)", failed_[i]) : "");
@@ -44,7 +52,7 @@ std::string Tally::json(double elapsed_s) const {
     for (std::size_t i = 0; i < all.size(); ++i) {
         if (!by_kind.empty()) by_kind += ',';
         by_kind += fmt::format(R"("{}":{})", all[i].name, delivered_[i]);
-        const std::string_view reason = expected_reason_code(all[i]);
+        const std::string_view reason = reason_of(i);
         if (reason.empty()) {
             accepted += delivered_[i];
         } else {

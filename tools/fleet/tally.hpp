@@ -15,7 +15,8 @@ namespace trackd::fleet {
 
 class Tally {
   public:
-    Tally();
+    // `protobuf`: the messages are Protobuf (expected reasons as protobuf_payload.hpp says).
+    explicit Tally(bool protobuf = false);
 
     void count_delivered(KindId kind) { ++delivered_[kind]; }
     void count_failed(KindId kind) { ++failed_[kind]; }
@@ -33,6 +34,8 @@ class Tally {
     [[nodiscard]] std::string json(double elapsed_s) const;
 
   private:
+    [[nodiscard]] std::string_view reason_of(std::size_t kind) const;
+    bool protobuf_ = false;
     std::vector<std::uint64_t> delivered_;
     std::vector<std::uint64_t> failed_;
 };

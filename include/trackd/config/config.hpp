@@ -22,6 +22,19 @@ struct KafkaConfig {
     std::string instance_id;
     // Passed through unchanged to librdkafka (security.protocol, sasl.*, ssl.*, ...).
     std::map<std::string, std::string> properties;
+    // Payload format (docs/ingest.md): "json", "protobuf" (trackd.v1.Position, plain or in the
+    // Confluent wire format) or "auto" (Confluent-framed Protobuf when the first byte is 0,
+    // JSON otherwise).
+    std::string format = "json";
+    // A Confluent-compatible schema registry, http://host:port[/path] (Apicurio:
+    // .../apis/ccompat/v7). Empty: framed messages are read without looking at their schema id.
+    std::string schema_registry_url;
+    // Optional auth: HTTP basic (user + password) or a bearer token, not both.
+    std::string schema_registry_user;
+    std::string schema_registry_password;  // never logged or printed
+    std::string schema_registry_token;     // never logged or printed
+    // One registry request (connect, send, answer); a failed request is retried with backoff.
+    int schema_registry_timeout_ms = 5000;
 };
 
 // Every PostgreSQL connection trackd opens gets these session limits, so that no wait on a

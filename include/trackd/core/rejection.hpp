@@ -33,6 +33,10 @@ enum class Reason {
     bad_speed,
     speed_jump,
     duplicate,
+    malformed_protobuf,
+    bad_frame,
+    unknown_schema,
+    incompatible_schema,
 };
 
 struct ReasonInfo {

@@ -1,4 +1,5 @@
 // Turns a Kafka message payload (JSON) into a DecodedMessage, or says why it cannot.
+// (Protobuf payloads: protobuf_decoder.hpp; the kafka.format switch: payload_decoder.hpp.)
 //
 // Contract: decode() checks syntax and types only; ranges, timestamps against the clock, CRS and
 // WKB are validate/'s job. A bad payload is data: the result is a core::Rejection whose detail
@@ -45,6 +46,7 @@ struct DecodedMessage {
     // As given, in the declared srid (for a projected CRS these are y / x).
     std::optional<double> latitude, longitude;
     std::string geom_hex;  // hex WKB/EWKB point, if given instead of lat/lon ("" if not)
+    std::string geom_wkb;  // the same as raw bytes (Protobuf's geom_wkb); "" if not given
     int srid = 4326;       // declared srid, default 4326
     std::optional<double> altitude_m, speed_kmh, heading_deg, accuracy_m;
     // Every other field, values unchanged as raw JSON: {"k":<raw>,...}; "" if none.

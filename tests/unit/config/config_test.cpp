@@ -361,3 +361,61 @@ TEST(Config, EveryKeyIsDocumentedInOperations) {
 
 }  // namespace
 }  // namespace trackd::config
+
+namespace trackd::config {
+namespace {
+
+TEST(KafkaFormatConfig, FormatAndRegistryFromFileAndEnvironment) {
+    const auto d = load_from_string("", "test.toml", {});
+    EXPECT_EQ(d.kafka.format, "json");
+    EXPECT_EQ(d.kafka.schema_registry_url, "");
+    EXPECT_EQ(d.kafka.schema_registry_timeout_ms, 5000);
+    const auto c = load_from_string(
+        "[kafka]\nformat = \"auto\"\nschema_registry_url = "
+        "\"http://127.0.0.1:58081/apis/ccompat/v7\"\nschema_registry_user = \"ingest\"\n",
+        "test.toml",
+        {{"TRACKD_KAFKA_SCHEMA_REGISTRY_PASSWORD", "pw"},
+         {"TRACKD_KAFKA_SCHEMA_REGISTRY_TIMEOUT_MS", "250"}});
+    EXPECT_EQ(c.kafka.format, "auto");
+    EXPECT_EQ(c.kafka.schema_registry_url, "http://127.0.0.1:58081/apis/ccompat/v7");
+    EXPECT_EQ(c.kafka.schema_registry_user, "ingest");
+    EXPECT_EQ(c.kafka.schema_registry_password, "pw");
+    EXPECT_EQ(c.kafka.schema_registry_timeout_ms, 250);
+}
+
+TEST(KafkaFormatConfig, ErrorsNameTheKey) {
+    EXPECT_EQ(error_of("[kafka]\nformat = \"avro\"\n"),
+              "kafka.format: 'avro' is not one of json, protobuf, auto");
+    EXPECT_EQ(error_of("[kafka]\nformat = \"protobuf\"\nschema_registry_url = \"ftp://x\"\n"),
+              "kafka.schema_registry_url: 'ftp://x' is not http://host[:port][/path]");
+    EXPECT_NE(error_of("[kafka]\nformat = \"protobuf\"\nschema_registry_url = \"https://r:8081\"\n")
+                  .find("kafka.schema_registry_url: https is not supported"),
+              std::string::npos);
+    EXPECT_EQ(error_of("[kafka]\nschema_registry_url = \"http://r:8081\"\n"),
+              "kafka.schema_registry_url: is only used with kafka.format = protobuf or auto");
+    EXPECT_EQ(error_of("[kafka]\nformat = \"protobuf\"\nschema_registry_url = \"http://r\"\n"
+                       "schema_registry_token = \"t\"\nschema_registry_user = \"u\"\n"),
+              "kafka.schema_registry_token: set either a bearer token or schema_registry_user + "
+              "schema_registry_password");
+    EXPECT_EQ(error_of("[kafka]\nschema_registry_password = \"p\"\n"),
+              "kafka.schema_registry_user: must be set when schema_registry_password is");
+    EXPECT_EQ(error_of("[kafka]\nschema_registry_timeout_ms = 5\n"),
+              "kafka.schema_registry_timeout_ms: must be between 100 and 600000");
+}
+
+TEST(KafkaFormatConfig, RegistrySecretsAreMaskedWhenPrinted) {
+    const auto c = load_from_string(
+        "[kafka]\nformat = \"protobuf\"\nschema_registry_url = \"http://u:urlsecret@r:8081/x\"\n"
+        "schema_registry_token = \"tokensecret\"\n",
+        "test.toml", {});
+    const auto text = to_masked_toml(c);
+    EXPECT_EQ(text.find("urlsecret"), std::string::npos) << text;
+    EXPECT_EQ(text.find("tokensecret"), std::string::npos) << text;
+    EXPECT_NE(text.find("schema_registry_url = \"http://u:****@r:8081/x\""), std::string::npos)
+        << text;
+    EXPECT_NE(text.find("schema_registry_token = \"****\""), std::string::npos) << text;
+    EXPECT_NE(text.find("schema_registry_password = \"\""), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace trackd::config
