@@ -14,6 +14,7 @@ Api::Api(const config::Config& config, std::string fallback_host)
       geofences_(ctx_),
       features_(ctx_),
       events_(ctx_),
+      tiles_(ctx_),
       meta_(ctx_) {
     // Order matters where patterns overlap: /v1/vehicles/nearby before /v1/vehicles/{}.
     meta_.add_routes(router_, config.metrics.listen.empty());
@@ -22,6 +23,7 @@ Api::Api(const config::Config& config, std::string fallback_host)
     geofences_.add_routes(router_);
     features_.add_routes(router_);
     events_.add_routes(router_);
+    tiles_.add_routes(router_);
 }
 
 }  // namespace trackd::http

@@ -19,6 +19,7 @@
 #include "meta_service.hpp"
 #include "router.hpp"
 #include "service_context.hpp"
+#include "tile_service.hpp"
 #include "vehicle_service.hpp"
 
 namespace trackd::http {
@@ -46,6 +47,7 @@ class Api {
     GeofenceService geofences_;
     FeaturesService features_;
     EventService events_;
+    TileService tiles_;
     MetaService meta_;
 };
 
