@@ -30,6 +30,7 @@ Where to look:
   API:     curl -H 'Authorization: Bearer $token' 'http://$http_addr/v1/vehicles?limit=3'
            (docs/api.md); OGC API - Features at http://$http_addr/, for GDAL:
            ogrinfo -ro -so --config GDAL_HTTP_HEADERS 'Authorization: Bearer $token' OAPIF:http://$http_addr/ vehicles
+  map:     http://$http_addr/map (enter the token $token)
   logs:    $logs/trackd.log (trackd), $logs/fleet.log (fleet), $logs/postgres.log, $logs/kafka.log
   stop:    bash scripts/demo.sh stop
 EOT

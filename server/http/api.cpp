@@ -24,6 +24,7 @@ Api::Api(const config::Config& config, std::string fallback_host)
     features_.add_routes(router_);
     events_.add_routes(router_);
     tiles_.add_routes(router_);
+    map_.add_routes(router_);
 }
 
 }  // namespace trackd::http

@@ -16,6 +16,7 @@
 #include "event_service.hpp"
 #include "features_service.hpp"
 #include "geofence_service.hpp"
+#include "map_service.hpp"
 #include "meta_service.hpp"
 #include "router.hpp"
 #include "service_context.hpp"
@@ -48,6 +49,7 @@ class Api {
     FeaturesService features_;
     EventService events_;
     TileService tiles_;
+    MapService map_;
     MetaService meta_;
 };
 

@@ -296,5 +296,43 @@ TEST_F(Tiles, EtagRevalidatesAndPositionsDefaultToTheLastFifteenMinutes) {
               "positions");
 }
 
+TEST_F(Tiles, TheMapPageAndMaplibreAreServedFromTheBinary) {
+    const HttpClient anonymous(server_->port());
+    const auto page = anonymous.get("/map");
+    ASSERT_EQ(page.status, 200);
+    EXPECT_EQ(page.header("content-type"), "text/html; charset=utf-8");
+    EXPECT_NE(page.header("content-security-policy").find("default-src 'self'"), std::string::npos);
+    EXPECT_NE(page.body.find("/map/map.js"), std::string::npos);
+    const auto file = [](const std::string& rel) {
+        std::ifstream in(std::string(TRACKD_SOURCE_DIR) + "/web/" + rel, std::ios::binary);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    // Byte for byte what npm installed (web/package-lock.json), as JavaScript modules.
+    for (const auto& [path, rel] : std::vector<std::pair<std::string, std::string>>{
+             {"/map/maplibre-gl.mjs", "node_modules/maplibre-gl/dist/maplibre-gl.mjs"},
+             {"/map/maplibre-gl-worker.mjs?v=6.17.0",
+              "node_modules/maplibre-gl/dist/maplibre-gl-worker.mjs"},
+             {"/map/map.js", "map/map.js"}}) {
+        const auto r = anonymous.get(path);
+        ASSERT_EQ(r.status, 200) << path;
+        EXPECT_EQ(r.header("content-type"), "text/javascript; charset=utf-8") << path;
+        EXPECT_EQ(r.header("x-content-type-options"), "nosniff") << path;
+        const auto expected = file(rel);
+        EXPECT_GT(expected.size(), 1000U) << rel;
+        EXPECT_TRUE(r.body == expected)
+            << path << ": " << r.body.size() << " bytes, expected " << expected.size();
+    }
+    EXPECT_EQ(anonymous.get("/map/maplibre-gl.css").header("content-type"),
+              "text/css; charset=utf-8");
+    const auto again = anonymous.request("GET", "/map/maplibre-gl.mjs", {}, {},
+                                         {{"If-None-Match", page.header("etag")}});
+    EXPECT_EQ(again.status, 200);  // another file's tag
+    const auto same =
+        anonymous.request("GET", "/map", {}, {}, {{"If-None-Match", page.header("etag")}});
+    EXPECT_EQ(same.status, 304);
+    EXPECT_EQ(anonymous.get("/map/secrets.txt").status, 404);
+    EXPECT_EQ(anonymous.get("/map/map.js?token=x").status, 400);
+}
+
 }  // namespace
 }  // namespace trackd::test
