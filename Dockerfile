@@ -14,7 +14,7 @@ RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends \
       build-essential cmake ninja-build pkg-config ca-certificates \
       librdkafka-dev libpq-dev libgeos-dev libproj-dev libsimdjson-dev \
       libboost-dev libboost-system-dev libfmt-dev libtomlplusplus-dev \
-      nlohmann-json3-dev zlib1g-dev python3 python3-venv \
+      nlohmann-json3-dev zlib1g-dev python3 python3-venv nodejs npm \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY scripts/python-requirements.txt scripts/
