@@ -5,9 +5,16 @@ namespace trackd::http {
 Api::Api(const config::Config& config, std::string fallback_host)
     : http_(config.http),
       auth_(config.http.tokens),
-      pool_(PoolSettings{config.pg.dsn, config.http.pool_size, config.http.statement_timeout_ms,
+      pool_(PoolSettings{config.http.pg_dsn.empty() ? config.pg.dsn : config.http.pg_dsn,
+                         config.http.pool_size, config.http.statement_timeout_ms,
                          config.pg.connect_timeout_s}),
-      ctx_{pool_, http_, std::move(fallback_host)},
+      primary_pool_(config.http.pg_dsn.empty()
+                        ? nullptr
+                        : std::make_unique<ConnectionPool>(PoolSettings{
+                              config.pg.dsn, config.http.pool_size,
+                              config.http.statement_timeout_ms, config.pg.connect_timeout_s})),
+      ctx_{pool_, primary_pool_ ? *primary_pool_ : pool_, http_, std::move(fallback_host),
+           primary_pool_ != nullptr},
       router_(auth_, config.http.open_landing_pages),
       metrics_router_(auth_, config.http.open_landing_pages),
       vehicles_(ctx_),
