@@ -43,9 +43,10 @@ const std::string kBox4326 = fmt::format(
     "least(ST_XMax({0}), {1}), least(ST_YMax({0}), {1}), 3857), 4326)",
     kTileWithBuffer, kWorld);
 
+// RFC 3339 in UTC, the fraction trimmed as everywhere in the API ("2026-11-30T01:02:03.456Z"):
+// JSON's ISO 8601 form of the UTC time, which needs no format string (and no ':' in the SQL).
 std::string utc_text(const char* column) {
-    return fmt::format(
-        "to_char({0} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS {0}", column);
+    return fmt::format("(to_json({0} AT TIME ZONE 'UTC') #>> '{{}}') || 'Z' AS {0}", column);
 }
 
 struct Collection {
