@@ -1,5 +1,5 @@
 -- GET /tiles/vehicles/{z}/{x}/{y}.mvt: the statement server/http/tile_service.cpp prepares
--- (bench/tiles/run.sh checks in pg_stat_statements that both are one statement), with the tile
+-- (bench/tiles/run.sh checks in pg_stat_statements that both have the same text), with the tile
 -- drawn as tile.lua draws it. run.sh sets z, x0..x1, y0..y1.
 \set x random(:x0, :x1)
 \set y random(:y0, :y1)
