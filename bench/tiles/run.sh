@@ -85,6 +85,7 @@ if [[ "$under_ingest" == 1 ]]; then
   fleet_pid=$!
   sleep 3
 fi
+bench_start=$SECONDS
 
 wrk_percentiles() {
   awk '/Latency Distribution/{f=1;next} f&&/%/{v=$2; u=v; sub(/[0-9.]+/,"",u); sub(/[a-z]+$/,"",v);
@@ -142,7 +143,11 @@ git -C "$repo" diff --quiet HEAD 2>/dev/null || commit="$commit (+ uncommitted c
 cpu="$(awk -F': ' '/model name/{print $2; exit}' /proc/cpuinfo)"
 mem="$(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
 mode="alone"
-[[ "$under_ingest" == 1 ]] && mode="under ingest (trackd-fleet, 100,000 vehicles, $fleet_rate positions/s asked)"
+if [[ "$under_ingest" == 1 ]]; then
+  rows_in=$(psql -X -At "$dsn" -c "SELECT count(*) FROM trackd.vehicle_telemetry_history")
+  rate=$((rows_in / (SECONDS - bench_start + 3)))
+  mode="under ingest (trackd-fleet, 100,000 vehicles, $fleet_rate positions/s asked, $rate rows/s stored meanwhile)"
+fi
 table=$(cat <<TABLE
 
 ## $(date -u +%Y-%m-%dT%H:%M:%SZ) — vector tiles vs the same ST_AsMVT SQL, $mode (bench/tiles/run.sh)
