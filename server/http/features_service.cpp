@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "trackd/core/log.hpp"
+
 #include "feature_page.hpp"
 #include "feature_writer.hpp"
 #include "links.hpp"
@@ -106,6 +108,10 @@ std::map<std::string, Extent> load_extents(ConnectionPool& pool) {
         }
     } catch (const ProblemError&) {
         // The database is unreachable: the landing pages still answer, with unknown extents.
+        out.clear();
+    } catch (const db::DbError& e) {
+        core::log::warn("http: cannot read the collections' extents from the statistics",
+                        {{"error", e.what()}});
         out.clear();
     }
     return out;
