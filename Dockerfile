@@ -15,7 +15,7 @@ RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends \
       librdkafka-dev libpq-dev libgeos-dev libproj-dev libsimdjson-dev \
       libboost-dev libboost-system-dev libfmt-dev libtomlplusplus-dev \
       nlohmann-json3-dev zlib1g-dev protobuf-compiler libprotobuf-dev libprotoc-dev \
-      python3 python3-venv \
+      python3 python3-venv nodejs npm \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY scripts/python-requirements.txt scripts/

@@ -2,7 +2,7 @@
 # bench/api_under_ingest: the HTTP API under wrk while ingest runs at full speed, side by side
 # with each alone, in one run (docs/benchmarks.md).
 #
-#   bash bench/api_under_ingest.sh [--messages N] [--seconds S] [--no-record]
+#   bash bench/api_under_ingest.sh [--messages N] [--seconds S] [--replica] [--no-record]
 #
 # 1. a fresh database with 100,000 vehicles in current state and 100 geofences
 #    (bench/api/load.sql), and N pre-produced messages (default 400,000; 20,000 vehicles,
@@ -12,8 +12,10 @@
 # 3. ingest alone: trackd from offset 0 of the topic until every message is committed: rows/s;
 # 4. both: the same again in a fresh consumer group and database, with wrk running bbox and
 #    nearby against the API for the whole ingest: rows/s and the API's requests/s and p99;
-# 5. prints the ratios (ingest with/without API load, API p99 under ingest vs alone) and appends
-#    them to bench/RESULTS.md.
+# 5. with --replica: step 4 again with the API reading from the local streaming replica
+#    (http.pg_dsn, scripts/pg-replica.sh), ingest writing to the primary;
+# 6. prints the ratios (ingest with/without API load, API p99 under ingest vs alone, and with
+#    --replica the replica's p99 against the primary's) and appends them to bench/RESULTS.md.
 set -euo pipefail
 # shellcheck source=bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -21,11 +23,13 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 messages=400000
 seconds=15
 record=1
+replica=0
 while (($#)); do
   case "$1" in
     --messages) messages="$2"; shift 2 ;;
     --seconds) seconds="$2"; shift 2 ;;
     --no-record) record=0; shift ;;
+    --replica) replica=1; shift ;;
     *) die "unknown argument $1 (see the header of bench/api_under_ingest.sh)" ;;
   esac
 done
@@ -41,7 +45,7 @@ token="bench-read-token-0123456789"
 trackd_pid=""
 cleanup() {
   [[ -n "$trackd_pid" ]] && kill -TERM "$trackd_pid" 2>/dev/null && wait "$trackd_pid" 2>/dev/null
-  for db in bench_api_a_$$ bench_api_b_$$ bench_api_c_$$; do drop_db "$db"; done
+  for db in bench_api_a_$$ bench_api_b_$$ bench_api_c_$$ bench_api_d_$$; do drop_db "$db"; done
   delete_topic "$topic"
   rm -rf "$work"
 }
@@ -59,7 +63,7 @@ load_db() {
 
 # start_trackd DB GROUP: trackd run with the API on $port; waits for /readyz.
 start_trackd() {
-  TRACKD_PG_DSN="$(dsn_of "$1")" TRACKD_KAFKA_BROKERS="$brokers" TRACKD_KAFKA_TOPIC="$topic" \
+  TRACKD_PG_DSN="$(dsn_of "$1")" TRACKD_HTTP_PG_DSN="${read_dsn:-}" TRACKD_KAFKA_BROKERS="$brokers" TRACKD_KAFKA_TOPIC="$topic" \
     TRACKD_KAFKA_GROUP="$2" TRACKD_HTTP_LISTEN="127.0.0.1:$port" TRACKD_HTTP_TOKENS_BENCH="read:$token" \
     TRACKD_LOG_LEVEL=warn "$bench_bin/server/trackd" run >"$work/trackd-$2.log" 2>&1 &
   trackd_pid=$!
@@ -137,6 +141,35 @@ read -r bbox_load_rps bbox_load_p99 <"$work/bbox-load.out"
 read -r near_load_rps near_load_p99 <"$work/nearby-load.out"
 stop_trackd
 
+# 5. the same with the API's reads on the streaming replica.
+replica_row=""
+replica_line=""
+if ((replica)); then
+  say "ingest under API load, reads on the replica"
+  load_db "bench_api_d_$$"
+  read_dsn="postgresql://postgres@127.0.0.1:${LOCAL_PG_REPLICA_PORT:-55433}/bench_api_d_$$"
+  for _ in $(seq 1 300); do
+    [[ "$(psql -X -At "$read_dsn" -c "SELECT count(*) FROM trackd.vehicle_current_state" 2>/dev/null)" == 100000 ]] && break
+    sleep 0.2
+  done
+  t0=$(date +%s.%N)
+  start_trackd "bench_api_d_$$" "bench-api-d-$$"
+  ( wrk_run bbox 600 "$work/wrk-bbox-replica.txt" >"$work/bbox-replica.out" ) &
+  wrk_bbox=$!
+  ( wrk_run nearby 600 "$work/wrk-nearby-replica.txt" >"$work/nearby-replica.out" ) &
+  wrk_near=$!
+  ingest_replica=$(ingest_rate "bench-api-d-$$" "bench_api_d_$$" "$t0")
+  pkill -INT -P "$wrk_bbox" wrk 2>/dev/null || true
+  pkill -INT -P "$wrk_near" wrk 2>/dev/null || true
+  wait "$wrk_bbox" "$wrk_near" || true
+  read -r bbox_rep_rps bbox_rep_p99 <"$work/bbox-replica.out"
+  read -r near_rep_rps near_rep_p99 <"$work/nearby-replica.out"
+  stop_trackd
+  read_dsn=""
+  replica_row="| ingest + API load, reads on the replica | $ingest_replica | $bbox_rep_rps | $bbox_rep_p99 | $near_rep_rps | $near_rep_p99 |"
+  replica_line="API p99 under ingest, replica / primary: bbox **$(calc "$bbox_rep_p99 / $bbox_load_p99")**, nearby **$(calc "$near_rep_p99 / $near_load_p99")** (the replica runs on the same 2 cores, replaying the ingest)."
+fi
+
 ingest_ratio=$(calc "$ingest_loaded / $ingest_alone")
 bbox_ratio=$(calc "$bbox_load_p99 / $bbox_alone_p99")
 near_ratio=$(calc "$near_load_p99 / $near_alone_p99")
@@ -150,12 +183,14 @@ report=$(cat <<REPORT
 | API alone (${seconds}s each) | – | $bbox_alone_rps | $bbox_alone_p99 | $near_alone_rps | $near_alone_p99 |
 | ingest alone | $ingest_alone | – | – | – | – |
 | ingest + API load | $ingest_loaded | $bbox_load_rps | $bbox_load_p99 | $near_load_rps | $near_load_p99 |
+$replica_row
 
 Ingest under API load / alone: **$ingest_ratio**; API p99 under ingest / alone: bbox **$bbox_ratio**, nearby **$near_ratio**.
+$replica_line
 REPORT
 )
 printf '%s\n' "$report"
 if ((record)); then
-  printf '%s\n' "$report" | append_results "API under ingest load (bash bench/api_under_ingest.sh --messages $messages --seconds $seconds)"
+  printf '%s\n' "$report" | append_results "API under ingest load (bash bench/api_under_ingest.sh --messages $messages --seconds $seconds$( ((replica)) && echo " --replica"))"
   say "appended to bench/RESULTS.md"
 fi

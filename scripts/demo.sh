@@ -2,6 +2,7 @@
 # The whole job on local defaults: install packages, build, start a local PostgreSQL/PostGIS
 # and Kafka broker, apply the migrations, run trackd and a simulated fleet, and show where to
 # look. Everything keeps running in the background until `scripts/demo.sh stop`.
+# `scripts/demo.sh hints` prints only the "where to look" commands (the tests run them).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(dirname "$here")"
@@ -13,6 +14,27 @@ topic="${DEMO_TOPIC:-vehicle-positions}"
 vehicles="${DEMO_VEHICLES:-2000}"
 rate="${DEMO_RATE:-2000}"
 pg_port="${LOCAL_PG_PORT:-55432}"
+http_addr="${TRACKD_HTTP_LISTEN:-127.0.0.1:8080}"
+token="${DEMO_TOKEN:-demo-read-token-0123456789}"
+dsn="postgresql://postgres@127.0.0.1:$pg_port/trackd"
+
+hints() {
+  cat <<EOT
+Where to look:
+  psql:    psql $dsn
+           SELECT vehicle_id, last_updated, ST_AsText(geom) FROM trackd.vehicle_current_state LIMIT 10;
+           SELECT reason_code, count(*) FROM trackd.dead_letters GROUP BY 1;
+  QGIS:    Layer > Add PostGIS layers > New connection: host 127.0.0.1, port $pg_port,
+           database trackd, user postgres (no password); layers trackd.vehicle_current_state
+           and trackd.vehicle_telemetry_history (geom, PointZ, EPSG:4326)
+  API:     curl -H 'Authorization: Bearer $token' 'http://$http_addr/v1/vehicles?limit=3'
+           (docs/api.md); OGC API - Features at http://$http_addr/, for GDAL:
+           ogrinfo -ro -so --config GDAL_HTTP_HEADERS 'Authorization: Bearer $token' OAPIF:http://$http_addr/ vehicles
+  map:     http://$http_addr/map (enter the token $token)
+  logs:    $logs/trackd.log (trackd), $logs/fleet.log (fleet), $logs/postgres.log, $logs/kafka.log
+  stop:    bash scripts/demo.sh stop
+EOT
+}
 
 stop_demo() {
   for name in fleet trackd; do
@@ -30,6 +52,10 @@ if [[ "${1:-}" == "stop" ]]; then
   stop_demo
   exit 0
 fi
+if [[ "${1:-}" == "hints" ]]; then
+  hints
+  exit 0
+fi
 
 echo "demo: installing packages and building (the first run takes a few minutes)"
 bash "$here/setup.sh"
@@ -39,11 +65,11 @@ cmake --build --preset release -j "$(nproc)" >/dev/null
 bash "$here/services.sh" start
 mkdir -p "$logs" "$run"
 
-export TRACKD_PG_DSN="postgresql://postgres@127.0.0.1:$pg_port/trackd"
+export TRACKD_PG_DSN="$dsn"
 export TRACKD_KAFKA_BROKERS="127.0.0.1:${LOCAL_KAFKA_PORT:-59092}"
 export TRACKD_KAFKA_TOPIC="$topic"
 # A read-only API token for the demo (configure real ones in [http.tokens]).
-export TRACKD_HTTP_TOKENS_DEMO="read:${DEMO_TOKEN:-demo-read-token-0123456789}"
+export TRACKD_HTTP_TOKENS_DEMO="read:$token"
 "$bin/server/trackd" migrate
 bash "$here/kafka.sh" create-topic "$topic" 4
 
@@ -66,16 +92,4 @@ psql_cmd=(psql -X "$TRACKD_PG_DSN")
   (SELECT count(*) FROM trackd.dead_letters) AS dead_letters,
   (SELECT max(last_updated) FROM trackd.vehicle_current_state) AS newest_position;"
 
-cat <<EOT
-Where to look:
-  psql:    psql $TRACKD_PG_DSN
-           SELECT vehicle_id, last_updated, ST_AsText(geom) FROM trackd.vehicle_current_state LIMIT 10;
-           SELECT reason_code, count(*) FROM trackd.dead_letters GROUP BY 1;
-  QGIS:    Layer > Add PostGIS layers > New connection: host 127.0.0.1, port $pg_port,
-           database trackd, user postgres (no password); layers trackd.vehicle_current_state
-           and trackd.vehicle_telemetry_history (geom, PointZ, EPSG:4326)
-  API:     curl -H 'Authorization: Bearer ${DEMO_TOKEN:-demo-read-token-0123456789}' 'http://127.0.0.1:8080/v1/vehicles?limit=3'
-           (docs/api.md; OGC API - Features at http://127.0.0.1:8080/, e.g. ogrinfo OAPIF:http://127.0.0.1:8080/)
-  logs:    $logs/trackd.log (trackd), $logs/fleet.log (fleet), $logs/postgres.log, $logs/kafka.log
-  stop:    bash scripts/demo.sh stop
-EOT
+hints

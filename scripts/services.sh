@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Starts, stops and reports the local services trackd's tests and demo use: a throwaway
-# PostgreSQL/PostGIS cluster (scripts/pg.sh), a single-node Kafka broker (scripts/kafka.sh) and
-# a Confluent-compatible schema registry (scripts/registry.sh), all kept in the project-local
-# folder .local/ (logs in .local/logs/).
+# PostgreSQL/PostGIS cluster (scripts/pg.sh), its streaming replica (scripts/pg-replica.sh), a
+# single-node Kafka broker (scripts/kafka.sh) and a Confluent-compatible schema registry
+# (scripts/registry.sh), all kept in the project-local folder .local/ (logs in .local/logs/).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(dirname "$here")"
@@ -11,16 +11,19 @@ logs="${TRACKD_LOCAL_DIR:-$repo/.local}/logs"
 case "${1:-}" in
   start)
     bash "$here/pg.sh" start
+    bash "$here/pg-replica.sh" start
     bash "$here/kafka.sh" start
     bash "$here/registry.sh" start
     ;;
   stop)
     bash "$here/registry.sh" stop || true
     bash "$here/kafka.sh" stop || true
+    bash "$here/pg-replica.sh" stop || true
     bash "$here/pg.sh" stop || true
     ;;
   status)
     bash "$here/pg.sh" status || true
+    bash "$here/pg-replica.sh" status || true
     bash "$here/kafka.sh" status || true
     bash "$here/registry.sh" status || true
     ;;

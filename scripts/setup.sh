@@ -28,7 +28,14 @@ PACKAGES=(
   # operations: promtool and the Prometheus server (CI checks deploy/prometheus, the metrics
   # integration test scrapes trackd with it), docker-compose (CI checks docker-compose.yml)
   prometheus docker-compose
+  # the map page's browser test: Debian's chromium, headless, driven by playwright-core (npm,
+  # scripts/web.sh); chromium-driver for WebDriver clients
+  chromium chromium-driver
 )
+
+# The map page's npm packages (scripts/web.sh, run by CMake): Debian's Node.js and npm when the
+# machine has none of its own.
+if ! command -v npm >/dev/null; then PACKAGES+=(nodejs npm); fi
 
 # The fault suite builds Toxiproxy from its Go module (scripts/toxiproxy.sh): Debian's Go when the
 # machine has none of its own.

@@ -203,6 +203,8 @@ const std::vector<Field>& fields() {
         field("http", "max_connections", &Config::http, &HttpConfig::max_connections),
         field("http", "statement_timeout_ms", &Config::http, &HttpConfig::statement_timeout_ms),
         field("http", "pool_size", &Config::http, &HttpConfig::pool_size),
+        field("http", "pg_dsn", &Config::http, &HttpConfig::pg_dsn, true),
+        field("http", "replica_max_lag_ms", &Config::http, &HttpConfig::replica_max_lag_ms),
         field("http", "max_limit", &Config::http, &HttpConfig::max_limit),
         field("http", "open_landing_pages", &Config::http, &HttpConfig::open_landing_pages),
         field("batch", "max_rows", &Config::batch, &BatchConfig::max_rows),
@@ -478,6 +480,10 @@ void validate(const Config& c) {
             "http.statement_timeout_ms", "must be between 10 and 600000");
     require(c.http.pool_size >= 1 && c.http.pool_size <= 256, "http.pool_size",
             "must be between 1 and 256");
+    require(c.http.replica_max_lag_ms >= 0 && c.http.replica_max_lag_ms <= 86400000,
+            "http.replica_max_lag_ms", "must be between 0 (no check) and 86400000");
+    require(c.http.pg_dsn.empty() || c.http.pg_dsn.find_first_not_of(" \t") != std::string::npos,
+            "http.pg_dsn", "must be a libpq DSN or empty (reads from pg.dsn)");
     require(c.http.max_limit >= 1 && c.http.max_limit <= 1000000, "http.max_limit",
             "must be between 1 and 1000000");
     std::set<std::string> secrets;

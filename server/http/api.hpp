@@ -3,7 +3,8 @@
 // Contract: handle() turns one Request into one Response; it never throws (see Router). Built
 // once from the configuration; thread-safe (services hold no per-request state, the pool locks).
 // The pool connects lazily, so an Api can be built, and answer everything that needs no
-// database (404, 405, 401, 400 for bad parameters), with PostgreSQL down.
+// database (404, 405, 401, 400 for bad parameters), with PostgreSQL down. With http.pg_dsn the
+// reads go to that server (a streaming replica) and geofence writes to pg.dsn.
 #pragma once
 
 #include <memory>
@@ -16,9 +17,11 @@
 #include "event_service.hpp"
 #include "features_service.hpp"
 #include "geofence_service.hpp"
+#include "map_service.hpp"
 #include "meta_service.hpp"
 #include "router.hpp"
 #include "service_context.hpp"
+#include "tile_service.hpp"
 #include "vehicle_service.hpp"
 
 namespace trackd::http {
@@ -38,7 +41,8 @@ class Api {
   private:
     config::HttpConfig http_;
     Authenticator auth_;
-    ConnectionPool pool_;
+    ConnectionPool pool_;                           // reads
+    std::unique_ptr<ConnectionPool> primary_pool_;  // writes, when reads go to a replica
     ServiceContext ctx_;
     Router router_;
     Router metrics_router_;
@@ -46,6 +50,8 @@ class Api {
     GeofenceService geofences_;
     FeaturesService features_;
     EventService events_;
+    TileService tiles_;
+    MapService map_;
     MetaService meta_;
 };
 

@@ -4,8 +4,13 @@
 #include <charconv>
 #include <chrono>
 #include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
 
 #include <fmt/format.h>
+
+#include "trackd/core/log.hpp"
 
 #include "feature_page.hpp"
 #include "feature_writer.hpp"
@@ -48,7 +53,72 @@ const Collection& find_collection(const std::string& id) {
         "collectionId");
 }
 
-void write_collection(JsonWriter& w, const Collection& c, const std::string& base) {
+// What a collection's data covers, as the planner's statistics (ANALYZE, autovacuum) say: a
+// bbox from PostGIS's estimated extents, a time interval from the column's histogram and most
+// common values. Catalog reads only, never a scan of the data; absent members are unknown.
+struct Extent {
+    std::optional<std::array<double, 4>> bbox;
+    std::optional<std::int64_t> from_us;
+    std::optional<std::int64_t> to_us;
+};
+
+// One row per collection that has statistics: id, xmin, ymin, xmax, ymax, first, last (µs).
+// Positions: the union over the history's partitions (autovacuum analyzes partitions, never the
+// partitioned parent). ST_EstimatedExtent is asked only where statistics exist (it warns
+// otherwise).
+constexpr const char* kExtentsSql = R"SQL(
+WITH t(coll, relname, geom_col, time_col) AS (
+  SELECT 'vehicles', 'vehicle_current_state', 'geom', 'last_updated'
+  UNION ALL SELECT 'geofences', 'geofence_zones', 'fence_geom', 'updated_at'
+  UNION ALL SELECT 'positions', c.relname::text, 'geom', 'recorded_at'
+    FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+    WHERE i.inhparent = 'trackd.vehicle_telemetry_history'::regclass),
+space AS (
+  SELECT coll, ST_Extent(ST_EstimatedExtent('trackd', relname, geom_col)::geometry) AS b
+  FROM t WHERE EXISTS (SELECT 1 FROM pg_stats s WHERE s.schemaname = 'trackd'
+                         AND s.tablename = t.relname AND s.attname = t.geom_col)
+  GROUP BY coll),
+times AS (
+  SELECT coll, min(v) AS lo, max(v) AS hi
+  FROM t JOIN pg_stats s ON s.schemaname = 'trackd' AND s.tablename = t.relname
+                         AND s.attname = t.time_col,
+       LATERAL (SELECT unnest(s.histogram_bounds::text::timestamptz[])
+                UNION ALL SELECT unnest(s.most_common_vals::text::timestamptz[])) AS x(v)
+  GROUP BY coll)
+SELECT coalesce(space.coll, times.coll),
+       greatest(ST_XMin(b), -180), greatest(ST_YMin(b), -90),
+       least(ST_XMax(b), 180), least(ST_YMax(b), 90),
+       (extract(epoch FROM lo) * 1000000)::int8, (extract(epoch FROM hi) * 1000000)::int8
+FROM space FULL JOIN times ON times.coll = space.coll
+)SQL";
+
+std::map<std::string, Extent> load_extents(ConnectionPool& pool) {
+    static const Statement st{"ogc_extents", kExtentsSql};
+    std::map<std::string, Extent> out;
+    try {
+        const auto r = pool.run(st);
+        for (int i = 0; i < r.rows(); ++i) {
+            Extent& e = out[r.at(i, 0)];
+            if (r.get(i, 1)) {
+                e.bbox = std::array<double, 4>{std::stod(r.at(i, 1)), std::stod(r.at(i, 2)),
+                                               std::stod(r.at(i, 3)), std::stod(r.at(i, 4))};
+            }
+            if (r.get(i, 5)) e.from_us = std::stoll(r.at(i, 5));
+            if (r.get(i, 6)) e.to_us = std::stoll(r.at(i, 6));
+        }
+    } catch (const ProblemError&) {
+        // The database is unreachable: the landing pages still answer, with unknown extents.
+        out.clear();
+    } catch (const db::DbError& e) {
+        core::log::warn("http: cannot read the collections' extents from the statistics",
+                        {{"error", e.what()}});
+        out.clear();
+    }
+    return out;
+}
+
+void write_collection(JsonWriter& w, const Collection& c, const std::string& base,
+                      const Extent& extent) {
     const std::string self = base + "/collections/" + c.id;
     w.begin_object();
     w.key("id").value(c.id);
@@ -59,10 +129,26 @@ void write_collection(JsonWriter& w, const Collection& c, const std::string& bas
     w.key("extent").begin_object();
     w.key("spatial").begin_object();
     w.key("bbox").begin_array().begin_array();
-    w.value(-180.0).value(-90.0).value(180.0).value(90.0);
+    // Unknown (no statistics yet): the whole world, which is always true.
+    const auto bbox = extent.bbox.value_or(std::array<double, 4>{-180.0, -90.0, 180.0, 90.0});
+    for (const double v : bbox) w.value(v);
     w.end_array().end_array();
     w.key("crs").value(kCrs84);
     w.end_object();
+    if (extent.from_us || extent.to_us) {
+        w.key("temporal").begin_object();
+        w.key("interval").begin_array().begin_array();
+        for (const auto& end : {extent.from_us, extent.to_us}) {
+            if (end) {
+                w.value(format_rfc3339(*end));
+            } else {
+                w.null();
+            }
+        }
+        w.end_array().end_array();
+        w.key("trs").value("http://www.opengis.net/def/uom/ISO-8601/0/Gregorian");
+        w.end_object();
+    }
     w.end_object();
     w.key("links").begin_array();
     write_link(w, "self", "application/json", self, "this collection");
@@ -155,7 +241,11 @@ Response FeaturesService::collections(const Request& req) const {
     write_link(w, "self", "application/json", base + "/collections", "this document");
     w.end_array();
     w.key("collections").begin_array();
-    for (const auto& c : kCollections) write_collection(w, c, base);
+    const auto extents = load_extents(ctx_.pool);
+    for (const auto& c : kCollections) {
+        const auto it = extents.find(c.id);
+        write_collection(w, c, base, it == extents.end() ? Extent{} : it->second);
+    }
     w.end_array();
     w.end_object();
     return json_response(w.take());
@@ -165,8 +255,11 @@ Response FeaturesService::collection(const Request& req, const std::string& id) 
     req.query.only({"f"});
     check_format(req.query);
     const auto& c = find_collection(id);
+    const auto extents = load_extents(ctx_.pool);
+    const auto it = extents.find(c.id);
     JsonWriter w;
-    write_collection(w, c, base_url(req, ctx_.fallback_host));
+    write_collection(w, c, base_url(req, ctx_.fallback_host),
+                     it == extents.end() ? Extent{} : it->second);
     return json_response(w.take());
 }
 

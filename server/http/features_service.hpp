@@ -2,7 +2,9 @@
 // `vehicles` (current state), `positions` (history) and `geofences`.
 //
 // Contract: items are paged by keyset (`after`, carried by the `next` link), so following next
-// links returns every matching feature exactly once; numberMatched is an exact count.
+// links returns every matching feature exactly once; numberMatched is an exact count. A
+// collection's extent (bbox, and the temporal interval) comes from PostgreSQL's statistics
+// (ST_EstimatedExtent, pg_stats): catalog reads, never a scan of the data.
 #pragma once
 
 #include "router.hpp"

@@ -78,7 +78,7 @@ Response GeofenceService::put(const Request& req, const std::string& zone_name) 
                     "UPDATE SET fence_geom = EXCLUDED.fence_geom, "
                     "dwell_s = coalesce($3::int, z.dwell_s), updated_at = now() RETURNING ") +
             kGeofenceColumns + ", (xmax = 0)"};
-    const auto r = ctx_.pool.run(st, {zone_name, fence.ewkb_hex, dwell});
+    const auto r = ctx_.primary.run(st, {zone_name, fence.ewkb_hex, dwell});
     const bool created = r.at(0, 6) == "t";
     JsonWriter w;
     write_geofence(w, r, 0);
@@ -128,7 +128,7 @@ Response GeofenceService::remove(const Request& req, const std::string& zone_nam
                               "WITH z AS (DELETE FROM trackd.geofence_zones WHERE zone_name = $1 "
                               "RETURNING zone_id), s AS (DELETE FROM trackd.geofence_vehicle_state "
                               "WHERE zone_id IN (SELECT zone_id FROM z)) SELECT count(*) FROM z"};
-    if (ctx_.pool.run(st, {zone_name}).at(0, 0) == "0") zone_not_found(zone_name);
+    if (ctx_.primary.run(st, {zone_name}).at(0, 0) == "0") zone_not_found(zone_name);
     Response r;
     r.status = 204;
     r.content_type.clear();

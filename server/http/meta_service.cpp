@@ -1,5 +1,7 @@
 #include "meta_service.hpp"
 
+#include <fmt/format.h>
+
 #include "trackd/core/metrics.hpp"
 #include "trackd/core/version.hpp"
 #include "trackd/db/migrations.hpp"
@@ -40,27 +42,67 @@ void MetaService::add_metrics_routes(Router& router) {
                [](const Request& r, const auto&) { return healthz(r); });
 }
 
-int MetaService::check_ready() {
+namespace {
+
+int check_schema(ConnectionPool& pool, const char* which) {
     static const Statement st{"schema_version",
                               "SELECT coalesce(max(version), 0) FROM trackd.schema_migrations"};
-    const int version = std::stoi(ctx_.pool.run(st).at(0, 0));
+    const int version = std::stoi(pool.run(st).at(0, 0));
     const int expected = db::expected_schema_version();
     if (version != expected) {
         throw ProblemError(ProblemKind::unavailable,
-                           "the database schema is at version " + std::to_string(version) +
+                           std::string(which) + " schema is at version " + std::to_string(version) +
                                ", this trackd needs " + std::to_string(expected) +
                                "; run `trackd migrate`");
     }
     return version;
 }
 
+}  // namespace
+
+double MetaService::replica_lag_s() {
+    // How far replay is behind what the replica received: 0 when it has replayed everything it
+    // received (now() - pg_last_xact_replay_timestamp() alone keeps growing on an idle
+    // primary), else the age of the last transaction it replayed. 0 on a server that is not a
+    // standby.
+    static const Statement st{
+        "replica_lag",
+        "SELECT CASE WHEN NOT pg_is_in_recovery() OR pg_last_wal_receive_lsn() IS NOT DISTINCT "
+        "FROM pg_last_wal_replay_lsn() THEN 0 ELSE coalesce(greatest(0, extract(epoch FROM "
+        "clock_timestamp() - pg_last_xact_replay_timestamp())), 0) END::float8"};
+    const double lag = std::stod(ctx_.pool.run(st).at(0, 0));
+    core::metrics::gauge("trackd_http_replica_lag_seconds",
+                         "How far the read replica (http.pg_dsn) replays behind what it received")
+        .set(lag);
+    return lag;
+}
+
+MetaService::Readiness MetaService::check_ready() {
+    Readiness out;
+    out.schema_version =
+        check_schema(ctx_.pool, ctx_.replica ? "the read replica's (http.pg_dsn)" : "the database");
+    if (!ctx_.replica) return out;
+    check_schema(ctx_.primary, "the primary's (pg.dsn)");
+    const double lag = replica_lag_s();
+    out.replica_lag_s = lag;
+    const int max_ms = ctx_.http.replica_max_lag_ms;
+    if (max_ms > 0 && lag * 1000 > max_ms) {
+        throw ProblemError(
+            ProblemKind::unavailable,
+            fmt::format("the read replica (http.pg_dsn) replays {:.1f} s behind what "
+                        "it received, more than http.replica_max_lag_ms ({} ms)",
+                        lag, max_ms));
+    }
+    return out;
+}
+
 Response MetaService::readyz(const Request& req) {
     req.query.only({});
     auto& ready = core::metrics::gauge(
         "trackd_ready", "1 when the database answers with the schema version trackd needs");
-    int version = 0;
+    Readiness r;
     try {
-        version = check_ready();
+        r = check_ready();
     } catch (...) {
         ready.set(0);
         throw;
@@ -69,7 +111,8 @@ Response MetaService::readyz(const Request& req) {
     JsonWriter w;
     w.begin_object();
     w.key("status").value("ready");
-    w.key("schema_version").value(version);
+    w.key("schema_version").value(r.schema_version);
+    if (r.replica_lag_s) w.key("replica_lag_s").value(*r.replica_lag_s);
     w.end_object();
     return json_response(w.take());
 }

@@ -1,7 +1,10 @@
 // The endpoints about the service itself: /healthz (the process answers), /readyz (the
-// database answers with the schema version this build needs), /api (the OpenAPI document) and
+// database answers with the schema version this build needs; with a read replica, both servers
+// do and the replica is not too far behind), /api (the OpenAPI document) and
 // /metrics (Prometheus text format; it sets trackd_ready to what /readyz would answer now).
 #pragma once
+
+#include <optional>
 
 #include "router.hpp"
 #include "service_context.hpp"
@@ -22,8 +25,15 @@ class MetaService {
     Response metrics(const Request& req);
 
   private:
-    // Throws ProblemError (503) unless the database answers with the expected schema version.
-    int check_ready();
+    // Throws ProblemError (503) unless the database answers with the expected schema version
+    // (with a replica: both do, and the replica's lag is within http.replica_max_lag_ms).
+    struct Readiness {
+        int schema_version = 0;
+        std::optional<double> replica_lag_s;
+    };
+    Readiness check_ready();
+    // The read replica's replay lag in seconds; sets trackd_http_replica_lag_seconds.
+    double replica_lag_s();
     ServiceContext& ctx_;
 };
 

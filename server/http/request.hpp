@@ -42,6 +42,7 @@ struct Request {
     std::string authorization;  // Authorization header; never logged
     std::string content_type;
     std::string last_event_id;  // Last-Event-ID header (Server-Sent Events resume)
+    std::string if_none_match;  // If-None-Match header (conditional GET of tiles)
     std::string body;
 };
 

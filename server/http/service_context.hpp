@@ -1,4 +1,4 @@
-// What every endpoint service shares: the connection pool and the HTTP settings.
+// What every endpoint service shares: the connection pools and the HTTP settings.
 #pragma once
 
 #include <string>
@@ -10,9 +10,11 @@
 namespace trackd::http {
 
 struct ServiceContext {
-    ConnectionPool& pool;
+    ConnectionPool& pool;     // reads: http.pg_dsn (a replica) when set, else pg.dsn
+    ConnectionPool& primary;  // writes (geofences): pg.dsn; the same pool as `pool` without replica
     const config::HttpConfig& http;
     std::string fallback_host;  // for links when a request has no usable Host header
+    bool replica = false;       // reads go to http.pg_dsn
 };
 
 // Default page size of every list endpoint (capped by http.max_limit).

@@ -33,6 +33,7 @@ Request to_request(bhttp::request<bhttp::string_body>& m) {
     r.authorization = std::string(m[bhttp::field::authorization]);
     r.content_type = std::string(m[bhttp::field::content_type]);
     r.last_event_id = std::string(m["Last-Event-ID"]);
+    r.if_none_match = std::string(m[bhttp::field::if_none_match]);
     r.body = std::move(m.body());
     return r;
 }

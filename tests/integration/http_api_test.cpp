@@ -403,6 +403,66 @@ TEST_F(HttpApi, OgcApiFeatures) {
     EXPECT_EQ(HttpClient(server_->port()).get("/collections/vehicles/items").status, 401);
 }
 
+TEST_F(HttpApi, OgcCollectionsReportTheEstimatedExtentOfTheirData) {
+    // The fixture was ANALYZEd: the extents are PostGIS's estimates and the statistics' range,
+    // not the whole world.
+    const auto res = read_->get("/collections");
+    ASSERT_EQ(res.status, 200);
+    const auto doc = res.json();
+    std::map<std::string, simdjson::dom::element> by_id;
+    for (auto c : doc["collections"].get_array()) by_id[str(c["id"])] = c["extent"];
+    ASSERT_EQ(by_id.size(), 3U);
+    const auto bbox = [&](const std::string& id) {
+        std::vector<double> out;
+        for (auto v : by_id[id]["spatial"]["bbox"].at(0).get_array())
+            out.push_back(v.get_double().value());
+        return out;
+    };
+    const auto estimated = [&](const std::string& table, const std::string& column) {
+        const auto r =
+            sql("SELECT ST_XMin(b), ST_YMin(b), ST_XMax(b), ST_YMax(b) FROM "
+                "ST_EstimatedExtent('trackd', $1, $2) b",
+                {table, column});
+        std::vector<double> out;
+        for (int i = 0; i < 4; ++i) out.push_back(std::stod(r.at(0, i)));
+        return out;
+    };
+    const auto vehicles = bbox("vehicles");
+    EXPECT_EQ(vehicles, estimated("vehicle_current_state", "geom"));
+    // The fixture's vehicles span 10.0 .. 14.55 E, 50.0 .. 52.1 N (the estimate is float4 and
+    // a little wider).
+    ASSERT_EQ(vehicles.size(), 4U);
+    EXPECT_NEAR(vehicles[0], 10.0, 0.01);
+    EXPECT_NEAR(vehicles[1], 50.0, 0.01);
+    EXPECT_NEAR(vehicles[2], 14.55, 0.01);
+    EXPECT_NEAR(vehicles[3], 52.1, 0.01);
+    EXPECT_EQ(bbox("geofences"), estimated("geofence_zones", "fence_geom"));
+    const auto positions = bbox("positions");
+    ASSERT_EQ(positions.size(), 4U);
+    EXPECT_NEAR(positions[0], 13.0, 0.01);
+    EXPECT_NEAR(positions[3], 52.3, 0.01);
+
+    // Positions: from the earliest to the latest recorded_at of the (small, fully sampled)
+    // history.
+    const auto interval = [&](const std::string& id) {
+        const auto one = read_->get("/collections/" + id);
+        const auto iv = one.json()["extent"]["temporal"]["interval"].at(0);
+        return std::make_pair(str(iv.at(0)), str(iv.at(1)));
+    };
+    EXPECT_EQ(interval("positions"), std::make_pair(std::string("2025-06-01T09:30:00Z"),
+                                                    std::string("2025-06-02T10:00:00Z")));
+    EXPECT_EQ(interval("vehicles"), std::make_pair(std::string("2025-05-01T00:00:00Z"),
+                                                   std::string("2025-06-01T10:05:00Z")));
+
+    // Statistics, not a scan: a new row shows once ANALYZE (autovacuum) has seen it.
+    sql("INSERT INTO trackd.vehicle_telemetry_history (vehicle_id, recorded_at, geom, "
+        "ingest_batch_id, kafka_partition, kafka_offset) VALUES ('in-1', '2025-06-03T00:00:00Z', "
+        "ST_SetSRID(ST_MakePoint(13.0, 52.0, 0), 4326), 9, 0, 300)");
+    EXPECT_EQ(interval("positions").second, "2025-06-02T10:00:00Z");
+    sql("ANALYZE trackd.vehicle_telemetry_history");
+    EXPECT_EQ(interval("positions").second, "2025-06-03T00:00:00Z");
+}
+
 TEST_F(HttpApi, BadInputAnswers4xxNamingTheParameter) {
     const std::vector<std::tuple<std::string, int, std::string>> cases = {
         {"/v1/vehicles?bbox=west,south,east,north", 400, "bbox"},

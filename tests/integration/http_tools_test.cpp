@@ -57,6 +57,34 @@ TEST_F(HttpTools, OgrinfoListsAndReadsTheThreeCollections) {
     EXPECT_NE(g.output.find("MULTIPOLYGON (((14 52,14.2 52"), std::string::npos) << g.output;
 }
 
+TEST_F(HttpTools, TheDemoPrintsAnOgrinfoCommandThatWorks) {
+    // The command scripts/demo.sh prints, for this server and its read token, run as printed.
+    const auto hints =
+        run_command(std::string("DEMO_TOKEN=") + kReadToken +
+                    " TRACKD_HTTP_LISTEN=127.0.0.1:" + std::to_string(server_->port()) + " bash " +
+                    TRACKD_SOURCE_DIR + "/scripts/demo.sh hints");
+    ASSERT_EQ(hints.exit_code, 0) << hints.output;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(hints.output, m, std::regex(R"((ogrinfo [^\n]*OAPIF:[^\n]*))")))
+        << hints.output;
+    const std::string command = m[1].str();
+    const auto r = run_command(command + " --config GDAL_HTTP_MAX_RETRY 0");
+    EXPECT_EQ(r.exit_code, 0) << command << "\n" << r.output;
+    EXPECT_NE(r.output.find("Layer name: vehicles"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("Feature Count: 46"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("ERROR"), std::string::npos) << r.output;
+    // Without the token (what the demo printed before) the same command is refused: 401 (ogrinfo
+    // still exits 0).
+    const std::string header =
+        std::string(" --config GDAL_HTTP_HEADERS 'Authorization: Bearer ") + kReadToken + "'";
+    std::string without = command;
+    ASSERT_NE(without.find(header), std::string::npos) << command;
+    without.erase(without.find(header), header.size());
+    const auto denied = run_command(without + " --config GDAL_HTTP_MAX_RETRY 0");
+    EXPECT_NE(denied.output.find("HTTP error code : 401"), std::string::npos) << denied.output;
+    EXPECT_EQ(denied.output.find("Feature Count: 46"), std::string::npos) << denied.output;
+}
+
 TEST_F(HttpTools, SchemathesisFindsNoServerErrorAndNoSchemaViolation) {
     const std::string venv = std::string(TRACKD_SOURCE_DIR) + "/.venv/bin/schemathesis";
     ASSERT_TRUE(std::filesystem::exists(venv))
@@ -81,7 +109,8 @@ TEST_F(HttpTools, SchemathesisFindsNoServerErrorAndNoSchemaViolation) {
     // It really exercised every operation.
     std::smatch m;
     ASSERT_TRUE(std::regex_search(r.output, m, std::regex(R"(Tested: (\d+))"))) << r.output;
-    EXPECT_EQ(m[1].str(), "20") << r.output;  // 19 API operations (the stream skipped) and /metrics
+    // 22 API operations (the stream skipped) and /metrics.
+    EXPECT_EQ(m[1].str(), "23") << r.output;
     EXPECT_NE(r.output.find("passed"), std::string::npos) << r.output;
     EXPECT_EQ(r.output.find(" failed"), std::string::npos) << r.output;
 }

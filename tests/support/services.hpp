@@ -1,6 +1,7 @@
 // Where the integration tests find the real services that scripts/services.sh started.
 // Override with TEST_PG_ADMIN_DSN (a superuser DSN; tests create and drop their own databases)
-// and TEST_KAFKA_BROKERS. A service that is not there fails the test: it never skips.
+// and TEST_KAFKA_BROKERS, TEST_PG_REPLICA_DSN for the streaming replica. A service that is not
+// there fails the test: it never skips.
 #pragma once
 
 #include <cstdlib>
@@ -15,6 +16,11 @@ inline std::string env_or(const char* name, const char* fallback) {
 
 inline std::string pg_admin_dsn() {
     return env_or("TEST_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:55432/postgres");
+}
+
+// The streaming replica of that cluster (scripts/pg-replica.sh), read-only: TEST_PG_REPLICA_DSN.
+inline std::string pg_replica_admin_dsn() {
+    return env_or("TEST_PG_REPLICA_DSN", "postgresql://postgres@127.0.0.1:55433/postgres");
 }
 
 inline std::string kafka_brokers() { return env_or("TEST_KAFKA_BROKERS", "127.0.0.1:59092"); }

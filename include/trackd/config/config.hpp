@@ -72,8 +72,14 @@ struct HttpConfig {
     int max_connections = 1000;        // open client connections; above it: 503 and close
     int statement_timeout_ms = 5000;   // per SQL statement (and for waiting on the pool): 503
     int pool_size = 4;                 // PostgreSQL connections of the API
-    int max_limit = 10000;             // the largest `limit` a request may ask for
-    bool open_landing_pages = true;    // /, /conformance, /api, /collections without a token
+    // Where the API reads (a streaming replica); empty: pg.dsn. Geofence writes always go to
+    // pg.dsn, the primary.
+    std::string pg_dsn;
+    // /readyz answers 503 while the replica of pg_dsn replays more than this far behind what it
+    // received (0: never); trackd_http_replica_lag_seconds shows the lag.
+    int replica_max_lag_ms = 30000;
+    int max_limit = 10000;           // the largest `limit` a request may ask for
+    bool open_landing_pages = true;  // /, /conformance, /api, /collections without a token
     // [http.tokens] name = "read:SECRET" / TRACKD_HTTP_TOKENS_<NAME>; the name shows in logs.
     std::map<std::string, HttpToken> tokens;
 };

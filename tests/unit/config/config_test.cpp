@@ -278,6 +278,29 @@ TEST(HttpConfig, ErrorsNameTheKey) {
               "TRACKD_HTTP_MAX_LIMT: unknown setting in section [http]");
 }
 
+TEST(HttpConfig, ReadReplica) {
+    const auto none = load_from_string("", "test.toml", {});
+    EXPECT_EQ(none.http.pg_dsn, "");  // reads from pg.dsn
+    EXPECT_EQ(none.http.replica_max_lag_ms, 30000);
+    const auto c = load_from_string(
+        "[http]\npg_dsn = \"postgresql://api:s3cret@replica:5432/trackd\"\n"
+        "replica_max_lag_ms = 5000\n",
+        "test.toml", {{"TRACKD_HTTP_REPLICA_MAX_LAG_MS", "0"}});
+    EXPECT_EQ(c.http.pg_dsn, "postgresql://api:s3cret@replica:5432/trackd");
+    EXPECT_EQ(c.http.replica_max_lag_ms, 0);  // the environment wins
+    const auto text = to_masked_toml(c);
+    EXPECT_EQ(text.find("s3cret"), std::string::npos) << text;
+    EXPECT_NE(text.find("pg_dsn = \"postgresql://api:****@replica:5432/trackd\""),
+              std::string::npos)
+        << text;
+    EXPECT_EQ(error_of("[http]\nreplica_max_lag_ms = -1\n"),
+              "http.replica_max_lag_ms: must be between 0 (no check) and 86400000");
+    EXPECT_EQ(error_of("[http]\npg_dsn = \"  \"\n"),
+              "http.pg_dsn: must be a libpq DSN or empty (reads from pg.dsn)");
+    EXPECT_EQ(load_from_string("", "t", {{"TRACKD_HTTP_PG_DSN", "host=r port=5433"}}).http.pg_dsn,
+              "host=r port=5433");
+}
+
 TEST(HttpConfig, TokensAreMaskedWhenPrinted) {
     const auto c = load_from_string("[http.tokens]\ndashboard = \"read:s3cr3t-0123456789abcdef\"\n",
                                     "test.toml", {});

@@ -77,6 +77,15 @@ TEST_F(ApiWithoutDatabase, EachBadInputClassIs400NamingTheParameter) {
         {"/collections/positions/items?after=garbage", "after"},
         {"/collections/positions/items?after=9223372036854775807_1_0_1", "after"},
         {"/collections/positions/items?after=0_1_99999999999_1", "after"},
+        {"/tiles/vehicles/25/0/0.mvt", "z"},
+        {"/tiles/vehicles/1/2/0.mvt", "x"},
+        {"/tiles/vehicles/1/0/2.mvt", "y"},
+        {"/tiles/vehicles/1/0/0.pbf", "y"},
+        {"/tiles/vehicles/1/+1/0.mvt", "x"},
+        {"/tiles/vehicles/99999999999/0/0.mvt", "z"},
+        {"/tiles/positions/1/0/0.mvt?datetime=soon", "datetime"},
+        {"/tiles/geofences/1/0/0.mvt?datetime=2026-01-01T00:00:00Z", "datetime"},
+        {"/map/map.js?token=x", "token"},
     };
     for (const auto& [target, parameter] : cases) {
         EXPECT_EQ(outcome(api_.handle(request("GET", target))), std::make_pair(400, parameter))
@@ -137,10 +146,16 @@ TEST_F(ApiWithoutDatabase, UnknownPathsMethodsAndAccess) {
     EXPECT_EQ(api_.handle(request("GET", "/conformance", "")).status, 200);
     EXPECT_EQ(api_.handle(request("GET", "/collections", "")).status, 200);
     EXPECT_EQ(api_.handle(request("GET", "/api", "")).status, 200);
+    // The map page and its files hold no data: open, and served without a database.
+    EXPECT_EQ(api_.handle(request("GET", "/map", "")).status, 200);
+    EXPECT_EQ(api_.handle(request("GET", "/map/maplibre-gl-worker.mjs?v=6.17.0", "")).status, 200);
+    EXPECT_EQ(api_.handle(request("GET", "/tiles/vehicles/0/0/0.mvt", "")).status, 401);
 
     Api closed(make_config(false), "127.0.0.1:8080");
     EXPECT_EQ(closed.handle(request("GET", "/", "")).status, 401);
     EXPECT_EQ(closed.handle(request("GET", "/", "read-token-0123456789")).status, 200);
+    EXPECT_EQ(closed.handle(request("GET", "/tiles/vehicles", "")).status, 401);
+    EXPECT_EQ(closed.handle(request("GET", "/map", "")).status, 200);
 }
 
 TEST_F(ApiWithoutDatabase, GeofenceBodiesAreCheckedBeforeTheDatabase) {

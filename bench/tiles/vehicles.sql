@@ -1,0 +1,6 @@
+-- GET /tiles/vehicles/{z}/{x}/{y}.mvt: the statement server/http/tile_service.cpp prepares
+-- (bench/tiles/run.sh checks in pg_stat_statements that both have the same text), with the tile
+-- drawn as tile.lua draws it. run.sh sets z, x0..x1, y0..y1.
+\set x random(:x0, :x1)
+\set y random(:y0, :y1)
+SELECT ST_AsMVT(t, 'vehicles', 4096, 'geom', 'id') FROM (SELECT hashtextextended(vehicle_id, 0) & 4503599627370495 AS id, vehicle_id, (to_json(last_updated AT TIME ZONE 'UTC') #>> '{}') || 'Z' AS last_updated, speed_kmh, heading_deg, ST_AsMVTGeom(ST_Transform(geom, 3857), ST_TileEnvelope(:z::int, :x::int, :y::int), 4096, 64, true) AS geom FROM trackd.vehicle_current_state WHERE geom && ST_Transform(ST_MakeEnvelope(greatest(ST_XMin(ST_TileEnvelope(:z::int, :x::int, :y::int, margin => 64.0 / 4096)), -20037508.342789244), greatest(ST_YMin(ST_TileEnvelope(:z::int, :x::int, :y::int, margin => 64.0 / 4096)), -20037508.342789244), least(ST_XMax(ST_TileEnvelope(:z::int, :x::int, :y::int, margin => 64.0 / 4096)), 20037508.342789244), least(ST_YMax(ST_TileEnvelope(:z::int, :x::int, :y::int, margin => 64.0 / 4096)), 20037508.342789244), 3857), 4326) AND ST_Transform(geom, 3857) && ST_TileEnvelope(:z::int, :x::int, :y::int, margin => 64.0 / 4096) ORDER BY 1) t;
