@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Starts, stops and reports the local services trackd's tests and demo use: a throwaway
-# PostgreSQL/PostGIS cluster (scripts/pg.sh) and a single-node Kafka broker (scripts/kafka.sh),
-# both kept in the project-local folder .local/ (logs in .local/logs/).
+# PostgreSQL/PostGIS cluster (scripts/pg.sh), a single-node Kafka broker (scripts/kafka.sh) and
+# Apache Iceberg's REST catalog server (scripts/iceberg-rest.sh), all kept in the project-local
+# folder .local/ (logs in .local/logs/).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(dirname "$here")"
@@ -11,14 +12,17 @@ case "${1:-}" in
   start)
     bash "$here/pg.sh" start
     bash "$here/kafka.sh" start
+    bash "$here/iceberg-rest.sh" start
     ;;
   stop)
+    bash "$here/iceberg-rest.sh" stop || true
     bash "$here/kafka.sh" stop || true
     bash "$here/pg.sh" stop || true
     ;;
   status)
     bash "$here/pg.sh" status || true
     bash "$here/kafka.sh" status || true
+    bash "$here/iceberg-rest.sh" status || true
     ;;
   logs)
     # Printed by CI when something fails.

@@ -24,6 +24,7 @@
 
 #include "catalog.hpp"
 #include "manifest.hpp"
+#include "table_schema.hpp"
 
 namespace trackd::archive {
 
@@ -54,8 +55,10 @@ std::string local_path(const std::string& uri);
 
 class IcebergTable {
   public:
+    // `partition`: the partition spec of a table this creates; an existing table partitioned
+    // otherwise is refused by refresh() (the spec is fixed at creation).
     IcebergTable(Catalog& catalog, TableIdent ident, std::string location_uri,
-                 int metadata_versions_max);
+                 int metadata_versions_max, PartitionUnit partition = PartitionUnit::day);
 
     // Reads the current metadata through the catalog, creating the table when it is missing.
     void refresh();
@@ -83,8 +86,9 @@ class IcebergTable {
     // that are older than options.orphan_min_age_ms; returns how many.
     int delete_orphans(const MaintenanceOptions& options);
 
-    // A new file name under the table's data/ directory for a day partition (URI, local path).
-    std::pair<std::string, std::string> new_data_file(std::int32_t day) const;
+    // A new file name under the table's data/ directory for a partition value (URI, path).
+    std::pair<std::string, std::string> new_data_file(std::int32_t partition) const;
+    [[nodiscard]] PartitionUnit partition_unit() const { return partition_; }
 
   private:
     using json = nlohmann::ordered_json;
@@ -109,9 +113,16 @@ class IcebergTable {
     // metadata_location_ to it, learning the outcome from the catalog if the answer was lost.
     Swap commit_metadata(json next, const std::optional<CommitProgress>& progress);
     // After a lost answer: did the swap from `base` to `next` happen? Reads the catalog once no
-    // commit is in flight (new connection); throws CommitStateUnknown when it cannot tell.
-    Swap settle(const std::string& base, const std::string& next);
+    // commit is in flight (new connection); `next` when it did, nullopt when not; throws
+    // CommitStateUnknown when it cannot tell.
+    std::optional<std::string> settle(const std::string& base, const std::string& next);
+    // The same for a catalog that writes metadata itself: is the change from `base` to `next`
+    // in the table the catalog holds once the lost request can no longer apply? Decided by the
+    // snapshot the change adds (or the snapshots it removes). The current location when it is.
+    std::optional<std::string> settle_change(const json& base, const json& next);
     json load_metadata(const std::string& location) const;
+    // Throws, naming archive.partition, when `md`'s partition spec is not partition_'s.
+    void check_partition_spec(const json& md) const;
     std::string write_metadata_file(const json& md) const;
     void delete_dropped_metadata(const json& before, const json& after) const;
 
@@ -119,6 +130,7 @@ class IcebergTable {
     TableIdent ident_;
     std::string location_;  // URI, no trailing slash
     int metadata_versions_max_;
+    PartitionUnit partition_;
     std::string metadata_location_;
     json metadata_;
 };

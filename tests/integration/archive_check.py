@@ -23,7 +23,24 @@ import os
 import sys
 
 
+ARGS = None
+
+
+def local(uri):
+    """A file URI as a path: file:///x, file:/x (as Hadoop writes it) or /x."""
+    if uri.startswith("file://"):
+        return uri[len("file://"):]
+    if uri.startswith("file:"):
+        return uri[len("file:"):]
+    return uri
+
+
 def catalog(pg_dsn):
+    """PyIceberg's RestCatalog with --rest, else its SqlCatalog on trackd's PostgreSQL."""
+    if ARGS is not None and getattr(ARGS, "rest", None):
+        from pyiceberg.catalog.rest import RestCatalog
+
+        return RestCatalog("rest", uri=ARGS.rest)
     from pyiceberg.catalog.sql import SqlCatalog
 
     uri = pg_dsn.replace("postgresql://", "postgresql+psycopg2://", 1)
@@ -149,7 +166,7 @@ def table_info(args):
     print(f"snapshots={len(md.snapshots)}")
     print(f"snapshot_log={len(md.snapshot_log)}")
     snapshot = table.current_snapshot()
-    path = snapshot.manifest_list.replace("file://", "", 1)
+    path = local(snapshot.manifest_list)
     with open(path, "rb") as fh:
         print(f"current_manifests={sum(1 for _ in fastavro.reader(fh))}")
     print(f"current_operation={snapshot.summary.operation.value}")
@@ -157,9 +174,56 @@ def table_info(args):
     print(f"duckdb_rows={duckdb_connection().execute('SELECT count(*) FROM iceberg_scan(?)', [table.metadata_location]).fetchone()[0]}")
     print("snapshot_ids=" + ",".join(str(s.snapshot_id) for s in md.snapshots))
     print(f"analyst_note={table.properties.get('analyst.note', '')}")
+    spec = table.spec()
+    print("partition_fields=" + ",".join(f"{f.name}:{f.transform}" for f in spec.fields))
+    tasks = list(table.scan().plan_files())
+    print(f"data_files={len(tasks)}")
+    print(f"partitions={len({tuple(t.file.partition) for t in tasks})}")
+    folders = {os.path.basename(os.path.dirname(local(t.file.file_path))) for t in tasks}
+    print("partition_folders=" + ",".join(sorted(folders)))
+
+
+def touch_rest(args):
+    # Through a REST catalog a properties-only commit does not move main, so it is no conflict
+    # for trackd's commit (which asserts main): another writer here commits a snapshot, as a
+    # compaction by another engine would (same data: a "replace" snapshot of the same manifests,
+    # carrying the summary over), plus the property, straight through the REST API.
+    import shutil
+    import time
+    import uuid
+
+    import requests
+
+    table = catalog(args.pg).load_table(args.table)
+    md = table.metadata
+    current = table.current_snapshot()
+    ns, name = args.table.split(".")
+    new_id = int(uuid.uuid4().int >> 65)
+    old_list = current.manifest_list
+    new_list = old_list.rsplit("/", 1)[0] + f"/snap-{new_id}-1-{uuid.uuid4()}.avro"
+    shutil.copyfile(local(old_list), local(new_list))
+    summary = {k: v for k, v in current.summary.additional_properties.items()}
+    summary["operation"] = "replace"
+    snapshot = {"snapshot-id": new_id, "parent-snapshot-id": current.snapshot_id,
+                "sequence-number": md.last_sequence_number + 1,
+                "timestamp-ms": max(int(time.time() * 1000), md.last_updated_ms),
+                "manifest-list": new_list, "summary": summary, "schema-id": current.schema_id}
+    body = {"identifier": {"namespace": [ns], "name": name},
+            "requirements": [{"type": "assert-table-uuid", "uuid": str(md.table_uuid)},
+                             {"type": "assert-ref-snapshot-id", "ref": "main",
+                              "snapshot-id": current.snapshot_id}],
+            "updates": [{"action": "add-snapshot", "snapshot": snapshot},
+                        {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch",
+                         "snapshot-id": new_id},
+                        {"action": "set-properties", "updates": {"analyst.note": "kept"}}]}
+    r = requests.post(f"{args.rest}/v1/namespaces/{ns}/tables/{name}", json=body, timeout=30)
+    r.raise_for_status()
+    print(f"metadata_location={r.json()['metadata-location']}")
 
 
 def touch(args):
+    if args.rest:
+        return touch_rest(args)
     # A commit by another writer (PyIceberg through the same JDBC catalog): trackd's next commit
     # must build on it, keeping the property.
     table = catalog(args.pg).load_table(args.table)
@@ -173,7 +237,7 @@ def files(args):
     md = table.metadata
 
     def exists(uri):
-        return os.path.exists(uri.replace("file://", "", 1))
+        return os.path.exists(local(uri))
 
     refs = {table.metadata_location}
     refs.update(e.metadata_file for e in md.metadata_log)
@@ -215,7 +279,11 @@ def main():
     f = sub.add_parser("files")
     f.add_argument("--pg", required=True)
     f.add_argument("--table", default="trackd.vehicle_positions")
+    for sp in (c, t, w, f):
+        sp.add_argument("--rest", help="the REST catalog's URI (else the JDBC catalog in --pg)")
     args = p.parse_args()
+    global ARGS
+    ARGS = args
     {"compare": compare, "avro": avro, "table": table_info, "touch": touch,
      "files": files}[args.cmd](args)
     return 0

@@ -1,6 +1,7 @@
 // Where the integration tests find the real services that scripts/services.sh started.
 // Override with TEST_PG_ADMIN_DSN (a superuser DSN; tests create and drop their own databases)
-// and TEST_KAFKA_BROKERS. A service that is not there fails the test: it never skips.
+// , TEST_KAFKA_BROKERS and TEST_ICEBERG_REST_URI (Apache Iceberg's REST catalog server,
+// scripts/iceberg-rest.sh). A service that is not there fails the test: it never skips.
 #pragma once
 
 #include <cstdlib>
@@ -18,5 +19,9 @@ inline std::string pg_admin_dsn() {
 }
 
 inline std::string kafka_brokers() { return env_or("TEST_KAFKA_BROKERS", "127.0.0.1:59092"); }
+
+inline std::string iceberg_rest_uri() {
+    return env_or("TEST_ICEBERG_REST_URI", "http://127.0.0.1:55181");
+}
 
 }  // namespace trackd::test
