@@ -299,6 +299,22 @@ struct Archiver::Impl {
         return n;
     }
 
+    CompactReport compact() {
+        connect();
+        CompactionOptions o;
+        o.target_file_bytes = config.archive.target_file_bytes;
+        o.small_file_bytes = config.archive.target_file_bytes * 3 / 4;
+        o.min_files = config.archive.compact_min_files;
+        const auto r = table->compact(o);
+        return CompactReport{r.partitions,
+                             r.files_rewritten,
+                             r.files_written,
+                             r.rows,
+                             r.data_files_before,
+                             r.data_files_after,
+                             r.max_small_files_per_partition};
+    }
+
     MaintainReport maintain() {
         require_lock();
         MaintenanceOptions o;
@@ -332,6 +348,7 @@ bool Archiver::try_lock(std::chrono::milliseconds wait) {
 }
 ArchiveReport Archiver::archive_pending() { return impl_->archive_pending(true); }
 MaintainReport Archiver::maintain() { return impl_->maintain(); }
+CompactReport Archiver::compact() { return impl_->compact(); }
 
 void Archiver::run(const std::atomic<bool>& stop) {
     auto& m = *impl_;
@@ -339,6 +356,7 @@ void Archiver::run(const std::atomic<bool>& stop) {
     const auto& c = m.config.archive;
     const auto poll = std::chrono::milliseconds(c.poll_interval_ms);
     auto last_maintenance = Clock::now();
+    auto last_compaction = Clock::now();
     bool said_waiting = false;
     auto backoff = std::chrono::milliseconds(100);
     while (!stop.load()) {
@@ -375,6 +393,11 @@ void Archiver::run(const std::atomic<bool>& stop) {
                 Clock::now() - last_maintenance >= std::chrono::seconds(c.maintenance_interval_s)) {
                 m.maintain();
                 last_maintenance = Clock::now();
+            }
+            if (c.compaction_interval_s > 0 &&
+                Clock::now() - last_compaction >= std::chrono::seconds(c.compaction_interval_s)) {
+                m.compact();
+                last_compaction = Clock::now();
             }
             backoff = std::chrono::milliseconds(100);
         } catch (const std::exception& e) {

@@ -17,6 +17,8 @@
 #include "trackd/core/pause_point.hpp"
 #include "trackd/core/time.hpp"
 
+#include "parquet_file_reader.hpp"
+#include "parquet_file_writer.hpp"
 #include "table_schema.hpp"
 
 namespace trackd::archive {
@@ -680,6 +682,8 @@ std::pair<int, int> IcebergTable::expire_snapshots(const MaintenanceOptions& o) 
         }
         for (const auto& path : kept_manifests) {
             for (const auto& e : read_manifest(read_file(local_path(path)))) {
+                // A DELETED entry (a compaction's replaced file) keeps nothing alive.
+                if (e["status"].integer() == 2) continue;
                 kept_data.insert(e["data_file"]["file_path"].str());
             }
         }
@@ -719,6 +723,259 @@ std::pair<int, int> IcebergTable::expire_snapshots(const MaintenanceOptions& o) 
         ++deleted;
     }
     return {n_expired, deleted};
+}
+
+namespace {
+
+// The rows of one partition in the table's sort order: vehicle_id (bytewise), recorded_at, then
+// the Kafka coordinates, as HistorySource reads them.
+void sort_rows(std::vector<ArchiveRow>& rows) {
+    std::sort(rows.begin(), rows.end(), [](const ArchiveRow& a, const ArchiveRow& b) {
+        return std::tie(a.vehicle_id, a.recorded_at_us, a.kafka_partition, a.kafka_offset) <
+               std::tie(b.vehicle_id, b.recorded_at_us, b.kafka_partition, b.kafka_offset);
+    });
+}
+
+}  // namespace
+
+CompactionReport IcebergTable::compact(const CompactionOptions& o) {
+    refresh();
+    CompactionReport report;
+    const auto parent = current_id(metadata_);
+    if (!parent) return report;
+    const auto* current = find_snapshot(metadata_, *parent);
+    if (current == nullptr) throw std::runtime_error("archive: current snapshot missing");
+    // Live data files under the size threshold, by partition; and the input's row count.
+    std::map<std::int32_t, std::vector<std::string>> small;
+    std::map<std::string, std::int64_t> input_rows;
+    for (const auto& m : manifests_of(*current)) {
+        if (m.content != 0) continue;
+        for (const auto& e : read_manifest(read_file(local_path(m.manifest_path)))) {
+            if (e["status"].integer() == 2) continue;
+            ++report.data_files_before;
+            const auto& df = e["data_file"];
+            const auto part = partition_of_entry(e);
+            if (!part || df["file_size_in_bytes"].integer() >= o.small_file_bytes) continue;
+            small[*part].push_back(df["file_path"].str());
+            input_rows[df["file_path"].str()] = df["record_count"].integer();
+        }
+    }
+    std::set<std::string> inputs;
+    std::vector<DataFile> outputs;
+    std::vector<std::string> written;  // URIs
+    std::set<std::int32_t> partitions;
+    std::int64_t rows_in = 0;
+    const auto drop_written = [&] {
+        for (const auto& f : written) remove_quietly(f);
+    };
+    try {
+        for (const auto& [part, files] : small) {
+            if (static_cast<int>(files.size()) < o.min_files) continue;
+            std::vector<ArchiveRow> rows;
+            for (const auto& f : files) {
+                auto more = read_archive_rows(local_path(f));
+                if (static_cast<std::int64_t>(more.size()) != input_rows[f]) {
+                    throw std::runtime_error(
+                        "archive: " + f + " holds " + std::to_string(more.size()) +
+                        " rows, its manifest entry says " + std::to_string(input_rows[f]));
+                }
+                rows_in += static_cast<std::int64_t>(more.size());
+                std::move(more.begin(), more.end(), std::back_inserter(rows));
+                inputs.insert(f);
+            }
+            sort_rows(rows);
+            std::unique_ptr<ParquetFileWriter> writer;
+            for (const auto& r : rows) {
+                if (writer && writer->approximate_bytes() >= o.target_file_bytes) {
+                    outputs.push_back(writer->finish());
+                    writer.reset();
+                }
+                if (!writer) {
+                    auto [uri, path] = new_data_file(part);
+                    written.push_back(uri);
+                    writer = std::make_unique<ParquetFileWriter>(path, uri, part);
+                }
+                writer->append(r);
+            }
+            if (writer) outputs.push_back(writer->finish());
+            partitions.insert(part);
+            ++report.partitions;
+            report.files_rewritten += static_cast<int>(files.size());
+            report.rows += static_cast<std::int64_t>(rows.size());
+        }
+    } catch (...) {
+        drop_written();
+        throw;
+    }
+    if (inputs.empty()) {
+        report.data_files_after = report.data_files_before;
+        for (const auto& [part, files] : small) {
+            report.max_small_files_per_partition =
+                std::max(report.max_small_files_per_partition, static_cast<int>(files.size()));
+        }
+        return report;
+    }
+    report.files_written = static_cast<int>(outputs.size());
+
+    const auto snapshot_id = new_snapshot_id();
+    std::vector<avro::Value> added;
+    std::int64_t added_size = 0;
+    for (const auto& f : outputs) {
+        added.push_back(added_entry(f, snapshot_id, partition_));
+        added_size += f.file_size_in_bytes;
+    }
+    ManifestFile added_manifest = summarize_manifest(added);
+    added_manifest.manifest_path = fmt::format("{}/metadata/{}-m0.avro", location_, uuid4());
+    try {
+        const auto bytes = write_manifest(added, partition_);
+        write_file(local_path(added_manifest.manifest_path), bytes);
+        added_manifest.manifest_length = static_cast<std::int64_t>(bytes.size());
+    } catch (...) {
+        drop_written();
+        throw;
+    }
+    added_manifest.added_snapshot_id = snapshot_id;
+
+    const auto build = [&](int attempt) -> std::optional<NextVersion> {
+        const auto base_id = current_id(metadata_);
+        if (!base_id) return std::nullopt;
+        const auto* p = find_snapshot(metadata_, *base_id);
+        if (p == nullptr) throw std::runtime_error("archive: current snapshot missing");
+        json md = metadata_;
+        const auto seq = md["last-sequence-number"].get<std::int64_t>() + 1;
+        NextVersion v;
+        std::vector<ManifestFile> list;
+        std::size_t found = 0;
+        std::int64_t removed_size = 0;
+        for (auto& m : manifests_of(*p)) {
+            auto entries = read_manifest(read_file(local_path(m.manifest_path)));
+            const bool touches = std::any_of(entries.begin(), entries.end(), [&](const auto& e) {
+                return e["status"].integer() != 2 &&
+                       inputs.count(e["data_file"]["file_path"].str()) != 0;
+            });
+            if (!touches) {
+                list.push_back(std::move(m));
+                continue;
+            }
+            // Rewritten: the inputs DELETED by this snapshot, the rest EXISTING, every entry
+            // with the values it inherited written out (spec "Sequence Number Inheritance").
+            std::vector<avro::Value> kept;
+            std::int64_t min_seq = std::numeric_limits<std::int64_t>::max();
+            for (auto e : entries) {
+                if (e["status"].integer() == 2) continue;  // history only
+                if (e["snapshot_id"].is_null()) e.set("snapshot_id", m.added_snapshot_id);
+                if (e["sequence_number"].is_null()) e.set("sequence_number", m.sequence_number);
+                if (e["file_sequence_number"].is_null()) {
+                    e.set("file_sequence_number", m.sequence_number);
+                }
+                if (inputs.count(e["data_file"]["file_path"].str()) != 0) {
+                    e.set("status", 2);
+                    e.set("snapshot_id", snapshot_id);
+                    ++found;
+                    removed_size += e["data_file"]["file_size_in_bytes"].integer();
+                } else {
+                    e.set("status", 0);
+                    min_seq = std::min(min_seq, e["sequence_number"].integer());
+                }
+                kept.push_back(std::move(e));
+            }
+            auto rewritten = summarize_manifest(kept);
+            const auto bytes = write_manifest(kept, partition_);
+            rewritten.manifest_path =
+                fmt::format("{}/metadata/{}-m{}.avro", location_, uuid4(), attempt + 1);
+            rewritten.manifest_length = static_cast<std::int64_t>(bytes.size());
+            rewritten.sequence_number = seq;
+            rewritten.min_sequence_number =
+                min_seq == std::numeric_limits<std::int64_t>::max() ? seq : min_seq;
+            rewritten.added_snapshot_id = snapshot_id;
+            write_file(local_path(rewritten.manifest_path), bytes);
+            v.attempt_files.push_back(rewritten.manifest_path);
+            list.push_back(std::move(rewritten));
+        }
+        if (found != inputs.size()) {
+            // Another writer replaced or removed an input (another compaction, say): nothing of
+            // this one may be committed.
+            core::log::warn("archive compaction input changed under it, abandoning",
+                            {{"table", ident_.dotted()},
+                             {"inputs", std::to_string(inputs.size())},
+                             {"still_live", std::to_string(found)}});
+            for (const auto& f : v.attempt_files) remove_quietly(f);
+            return std::nullopt;
+        }
+        added_manifest.sequence_number = seq;
+        added_manifest.min_sequence_number = seq;
+        list.insert(list.begin(), added_manifest);
+        const auto list_uri = fmt::format("{}/metadata/snap-{}-{}-{}.avro", location_, snapshot_id,
+                                          attempt + 1, uuid4());
+        write_file(local_path(list_uri), write_manifest_list(list, snapshot_id, *base_id, seq));
+        v.attempt_files.push_back(list_uri);
+
+        json summary = json::object();
+        summary["operation"] = "replace";
+        summary["added-data-files"] = std::to_string(outputs.size());
+        summary["deleted-data-files"] = std::to_string(inputs.size());
+        summary["added-records"] = std::to_string(rows_in);
+        summary["deleted-records"] = std::to_string(rows_in);
+        summary["added-files-size"] = std::to_string(added_size);
+        summary["removed-files-size"] = std::to_string(removed_size);
+        summary["changed-partition-count"] = std::to_string(partitions.size());
+        // The rows and the archive's progress are unchanged: carry them over.
+        for (const auto& [k, val] : (*p)["summary"].items()) {
+            if (k.rfind("total-", 0) == 0 || k.rfind("trackd.", 0) == 0 || k == "kafka.offsets") {
+                summary[k] = val;
+            }
+        }
+        summary["total-data-files"] = std::to_string(summary_long(*p, "total-data-files") +
+                                                     static_cast<std::int64_t>(outputs.size()) -
+                                                     static_cast<std::int64_t>(inputs.size()));
+        summary["total-files-size"] =
+            std::to_string(summary_long(*p, "total-files-size") + added_size - removed_size);
+        const auto now = std::max(now_ms(), md["last-updated-ms"].get<std::int64_t>());
+        json snap;
+        snap["sequence-number"] = seq;
+        snap["snapshot-id"] = snapshot_id;
+        snap["parent-snapshot-id"] = *base_id;
+        snap["timestamp-ms"] = now;
+        snap["summary"] = summary;
+        snap["manifest-list"] = list_uri;
+        snap["schema-id"] = kSchemaId;
+        md["last-sequence-number"] = seq;
+        md["last-updated-ms"] = now;
+        md["current-snapshot-id"] = snapshot_id;
+        md["refs"]["main"] = {{"snapshot-id", snapshot_id}, {"type", "branch"}};
+        md["snapshots"].push_back(snap);
+        md["snapshot-log"].push_back({{"timestamp-ms", now}, {"snapshot-id", snapshot_id}});
+        v.metadata = std::move(md);
+        return v;
+    };
+    bool committed = false;
+    try {
+        committed = commit_with_retries("compact", build);
+    } catch (const CommitStateUnknown&) {
+        throw;  // the new files may be in the table: kept (orphan clean-up if not)
+    } catch (...) {
+        drop_written();
+        remove_quietly(added_manifest.manifest_path);
+        throw;
+    }
+    if (!committed) {
+        drop_written();
+        remove_quietly(added_manifest.manifest_path);
+        return CompactionReport{0, 0, 0, 0, report.data_files_before, report.data_files_before, 0};
+    }
+    report.data_files_after =
+        report.data_files_before - static_cast<int>(inputs.size()) + report.files_written;
+    for (const auto& [part, files] : small) {
+        const int left = partitions.count(part) != 0 ? 0 : static_cast<int>(files.size());
+        report.max_small_files_per_partition = std::max(report.max_small_files_per_partition, left);
+    }
+    core::log::info("archive compaction committed",
+                    {{"table", ident_.dotted()},
+                     {"partitions", std::to_string(report.partitions)},
+                     {"files_rewritten", std::to_string(report.files_rewritten)},
+                     {"files_written", std::to_string(report.files_written)},
+                     {"rows", std::to_string(report.rows)}});
+    return report;
 }
 
 // Files under the table's location that no metadata reachable from the current version

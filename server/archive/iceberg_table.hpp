@@ -43,6 +43,22 @@ struct MaintenanceOptions {
     std::int64_t orphan_min_age_ms = 0;
 };
 
+struct CompactionOptions {
+    std::int64_t target_file_bytes = 128LL << 20;  // output files roll near this size
+    std::int64_t small_file_bytes = 96LL << 20;    // files under this are rewritten...
+    int min_files = 8;  // ...in a partition holding at least this many of them
+};
+
+struct CompactionReport {
+    int partitions = 0;       // partitions rewritten
+    int files_rewritten = 0;  // small files replaced
+    int files_written = 0;
+    std::int64_t rows = 0;
+    int data_files_before = 0;  // live data files of the current snapshot
+    int data_files_after = 0;
+    int max_small_files_per_partition = 0;  // afterwards
+};
+
 struct MaintenanceReport {
     int manifests_merged = 0;  // manifests replaced by one merged manifest
     int snapshots_expired = 0;
@@ -82,6 +98,13 @@ class IcebergTable {
     // Expires old snapshots; after the commit deletes the files only they referenced. Returns
     // (snapshots expired, files deleted).
     std::pair<int, int> expire_snapshots(const MaintenanceOptions& options);
+    // Rewrites the small data files of each partition that has at least options.min_files of
+    // them into files near options.target_file_bytes, in the table's sort order, committed as
+    // a "replace" snapshot that carries the progress over. Beside other writers: on a conflict
+    // it rebuilds its manifests on the new version, and gives up (deleting what it wrote) when
+    // one of its input files is no longer live there. The replaced files stay for the snapshots
+    // that still reference them, and go with snapshot expiry.
+    CompactionReport compact(const CompactionOptions& options);
     // Deletes files under data/ and metadata/ that the current version does not reference and
     // that are older than options.orphan_min_age_ms; returns how many.
     int delete_orphans(const MaintenanceOptions& options);

@@ -47,13 +47,6 @@ Value bytes_map_value(const std::map<int, std::string>& m) {
     return Value(std::move(items));
 }
 
-// The value of the table's one partition field, whatever its name.
-std::optional<std::int32_t> partition_of_entry(const Value& entry) {
-    const auto& fields = entry["data_file"]["partition"].fields();
-    if (fields.empty() || fields.front().second.is_null()) return std::nullopt;
-    return static_cast<std::int32_t>(fields.front().second.integer());
-}
-
 std::optional<std::string> opt_str(const Value& v) {
     if (v.is_null()) return std::nullopt;
     return v.str();
@@ -118,6 +111,13 @@ const std::string& manifest_file_schema() {
                "," + opt("key_metadata", R"("bytes")", 519) + "]}";
     }();
     return schema;
+}
+
+// The value of the table's one partition field, whatever its name.
+std::optional<std::int32_t> partition_of_entry(const Value& entry) {
+    const auto& fields = entry["data_file"]["partition"].fields();
+    if (fields.empty() || fields.front().second.is_null()) return std::nullopt;
+    return static_cast<std::int32_t>(fields.front().second.integer());
 }
 
 std::string int_bound(std::int32_t v) { return le_bytes(v); }

@@ -68,6 +68,9 @@ struct ManifestFile {
 const std::string& manifest_entry_schema(PartitionUnit unit = PartitionUnit::day);
 const std::string& manifest_file_schema();
 
+// The value of an entry's partition field (day or hour), nullopt when null.
+std::optional<std::int32_t> partition_of_entry(const avro::Value& entry);
+
 // A data manifest holding `entries` (manifest_entry Values).
 std::string write_manifest(const std::vector<avro::Value>& entries,
                            PartitionUnit unit = PartitionUnit::day);

@@ -245,6 +245,9 @@ const std::vector<Field>& fields() {
         field("archive", "rest_scope", &Config::archive, &ArchiveConfig::rest_scope),
         field("archive", "rest_timeout_ms", &Config::archive, &ArchiveConfig::rest_timeout_ms),
         field("archive", "partition", &Config::archive, &ArchiveConfig::partition),
+        field("archive", "compaction_interval_s", &Config::archive,
+              &ArchiveConfig::compaction_interval_s),
+        field("archive", "compact_min_files", &Config::archive, &ArchiveConfig::compact_min_files),
         field("archive", "namespace", &Config::archive, &ArchiveConfig::namespace_),
         field("archive", "table", &Config::archive, &ArchiveConfig::table),
         field("archive", "target_file_bytes", &Config::archive, &ArchiveConfig::target_file_bytes),
@@ -540,6 +543,9 @@ void validate(const Config& c) {
     }
     require(a.rest_timeout_ms >= 100 && a.rest_timeout_ms <= 600000, "archive.rest_timeout_ms",
             "must be between 100 and 600000");
+    require(a.compaction_interval_s >= 0, "archive.compaction_interval_s",
+            "must not be negative (0 disables scheduled compaction)");
+    require(a.compact_min_files >= 2, "archive.compact_min_files", "must be at least 2");
     require(a.partition == "day" || a.partition == "hour", "archive.partition",
             "'" + a.partition + "' is not one of day, hour");
     for (const auto& [key, value] :

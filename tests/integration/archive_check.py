@@ -114,6 +114,44 @@ def compare(args):
     print(f"duckdb_rows={count}")
 
 
+def values(args):
+    """Every column of every row, PostGIS against Iceberg, as multisets; and data files per
+    partition."""
+    import collections
+    import struct
+
+    import psycopg2
+
+    pg = psycopg2.connect(args.pg)
+    cur = pg.cursor()
+    cur.execute("SELECT vehicle_id, (extract(epoch FROM recorded_at) * 1000000)::bigint, "
+                "ST_X(geom), ST_Y(geom), coalesce(ST_Z(geom), 0), speed_kmh, heading_deg, "
+                "accuracy_m, attributes::text, kafka_partition, kafka_offset, ingest_batch_id "
+                "FROM trackd.vehicle_telemetry_history")
+    pg_rows = collections.Counter(cur.fetchall())
+    table = catalog(args.pg).load_table(args.table)
+    data = table.scan().to_arrow()
+    cols = [data.column(n).to_pylist() for n in (
+        "vehicle_id", "recorded_at", "longitude", "latitude", "altitude", "speed_kmh",
+        "heading_deg", "accuracy_m", "attributes", "kafka_partition", "kafka_offset",
+        "ingest_batch_id")]
+    cols[1] = data.column("recorded_at").cast("int64").to_pylist()
+    ice_rows = collections.Counter(zip(*cols))
+    geometry = data.column("geometry").to_pylist()
+    bad_wkb = sum(1 for g, x, y, z in zip(geometry, cols[2], cols[3], cols[4])
+                  if g != struct.pack("<BIddd", 1, 1001, x, y, z))
+    print(f"pg_rows={sum(pg_rows.values())}")
+    print(f"iceberg_rows={sum(ice_rows.values())}")
+    print(f"values_match={int(pg_rows == ice_rows)}")
+    print(f"values_missing={sum((pg_rows - ice_rows).values())}")
+    print(f"values_extra={sum((ice_rows - pg_rows).values())}")
+    print(f"bad_wkb={bad_wkb}")
+    per_partition = collections.Counter(tuple(t.file.partition) for t in table.scan().plan_files())
+    print(f"partitions={len(per_partition)}")
+    print(f"data_files={sum(per_partition.values())}")
+    print(f"max_files_per_partition={max(per_partition.values()) if per_partition else 0}")
+
+
 def field_ids_missing(schema):
     missing = 0
     if isinstance(schema, list):
@@ -281,11 +319,15 @@ def main():
     f.add_argument("--table", default="trackd.vehicle_positions")
     for sp in (c, t, w, f):
         sp.add_argument("--rest", help="the REST catalog's URI (else the JDBC catalog in --pg)")
+    v = sub.add_parser("values")
+    v.add_argument("--pg", required=True)
+    v.add_argument("--table", default="trackd.vehicle_positions")
+    v.add_argument("--rest")
     args = p.parse_args()
     global ARGS
     ARGS = args
     {"compare": compare, "avro": avro, "table": table_info, "touch": touch,
-     "files": files}[args.cmd](args)
+     "files": files, "values": values}[args.cmd](args)
     return 0
 
 

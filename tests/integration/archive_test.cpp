@@ -430,6 +430,96 @@ TEST(Archive, MaintenanceAfter200CommitsExpiresMergesAndDeletesOrphans) {
     expect_exact(a.check("compare"));
 }
 
+// Compaction after 200 small commits over two day partitions (400 files): the small files of
+// each partition are rewritten into one, in sort order, as a "replace" snapshot carrying the
+// progress; every value of every row is still PostGIS's (multiset, Kafka coordinates included).
+// The compaction commits beside an archiver: paused after building its version, an archive
+// snapshot is committed first, so its swap fails and it rebuilds on top. Snapshot expiry then
+// deletes the replaced files.
+TEST(Archive, CompactionAfter200SmallCommitsKeepsEveryRow) {
+    TestDatabase db("archcompact");
+    auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
+                         " migrate");
+    ASSERT_EQ(m.exit_code, 0) << m.output;
+    ArchiveFixture a(db.dsn(), "archcompact");
+    db::Connection conn(db.dsn(), "test");
+    auto insert = [&](int batch) {
+        conn.query(
+            "INSERT INTO trackd.vehicle_telemetry_history SELECT 'veh-' || (g % 3), now() - "
+            "(g % 2) * interval '1 day' - $1::int * interval '1 second', "
+            "ST_SetSRID(ST_MakePoint(13 + g * 0.01, 52 - $1::int * 0.0001, g), 4326), "
+            "CASE WHEN g % 3 = 0 THEN NULL ELSE 10 + g END, 90, NULL, "
+            "CASE WHEN g = 1 THEN jsonb_build_object('batch', $1::int) END, $1::bigint, "
+            "$1::int % 2, $1::bigint * 100 + g FROM generate_series(1, 6) g",
+            {std::to_string(batch)});
+    };
+    // Two days: now and a day earlier, minus up to 200 s (within 200 s of midnight UTC a third
+    // day would appear and the counts below would not hold).
+    for (int i = 1; i <= 200; ++i) {
+        insert(i);
+        const auto once = a.archive("--once");
+        ASSERT_EQ(once.exit_code, 0) << once.output;
+        ASSERT_NE(once.output.find("in 1 commits"), std::string::npos) << once.output;
+    }
+    auto v = a.check("values");
+    EXPECT_EQ(v.at("values_match"), "1");
+    const int partitions = std::stoi(v.at("partitions"));
+    ASSERT_GE(partitions, 2);
+    ASSERT_GE(std::stoi(v.at("max_files_per_partition")), 100);
+
+    const std::string log =
+        ::testing::TempDir() + "archcompact-" + std::to_string(getpid()) + ".log";
+    const std::string release = log + ".go";
+    fs::remove(log);
+    fs::remove(release);
+    ChildProcess compactor({trackd_binary(), "archive", "compact"},
+                           a.env({{"TRACKD_TEST_ARCHIVE_PAUSE_AT", "metadata-written@" + release}}),
+                           log);
+    ASSERT_TRUE(wait_for_log(log, "archive paused at metadata-written", std::chrono::seconds(120)))
+        << IngestHarness::read_file(log);
+    insert(201);  // the archiver commits first
+    const auto once = a.archive("--once");
+    ASSERT_EQ(once.exit_code, 0) << once.output;
+    std::ofstream(release) << "go";
+    ASSERT_EQ(compactor.wait(), 0) << IngestHarness::read_file(log);
+    const auto out = IngestHarness::read_file(log);
+    EXPECT_NE(out.find("archive commit conflict, retrying"), std::string::npos) << out;
+    EXPECT_NE(out.find("compaction: " + std::to_string(partitions) +
+                       " partitions, 400 files "
+                       "rewritten into " +
+                       std::to_string(partitions) + " (1200 rows)"),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find("at most 0 small files in a partition"), std::string::npos) << out;
+
+    v = a.check("values");
+    EXPECT_EQ(v.at("values_match"), "1")
+        << "missing " << v.at("values_missing") << ", extra " << v.at("values_extra");
+    EXPECT_EQ(v.at("iceberg_rows"), "1206");
+    EXPECT_EQ(v.at("bad_wkb"), "0");
+    // One compacted file per partition, plus the batch committed meanwhile (one file per day).
+    EXPECT_LE(std::stoi(v.at("max_files_per_partition")), 2);
+    EXPECT_LT(std::stoi(v.at("max_files_per_partition")), 8) << "archive.compact_min_files";
+    expect_exact(a.check("compare"));
+    auto info = a.check("table");
+    // The archiver's append won the swap; the compaction's replace went on top of it.
+    EXPECT_EQ(info.at("current_operation"), "replace");
+
+    // Expiry: the replaced files go with the snapshots that referenced them.
+    const auto r = a.archive("maintain", {{"TRACKD_ARCHIVE_SNAPSHOT_MAX_AGE_S", "0"},
+                                          {"TRACKD_ARCHIVE_MIN_SNAPSHOTS_TO_KEEP", "1"},
+                                          {"TRACKD_ARCHIVE_ORPHAN_MIN_AGE_S", "0"}});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    int parquet = 0;
+    for (const auto& e : fs::recursive_directory_iterator(a.table_dir() + "/data")) {
+        if (e.is_regular_file() && e.path().extension() == ".parquet") ++parquet;
+    }
+    v = a.check("values");
+    EXPECT_EQ(parquet, std::stoi(v.at("data_files"))) << "replaced files left behind";
+    EXPECT_EQ(v.at("values_match"), "1");
+    expect_avro_ok(a.check("avro"));
+}
+
 // The answer to the catalog's COMMIT is lost on the wire (tests/support/pg_fault_proxy.hpp: the
 // server commits, the proxy closes both sockets instead of forwarding "COMMIT"). The archiver
 // must learn the outcome from the catalog on a new connection, not guess it: before, it read the

@@ -125,6 +125,11 @@ struct ArchiveConfig {
     int max_manifests = 8;  // merge the current snapshot's manifests when there are more
     std::int64_t orphan_min_age_s = 3LL * 24 * 3600;  // unreferenced files older than this go
     int metadata_versions_max = 20;                   // old metadata.json files kept
+    // Compaction: a partition with at least compact_min_files data files under 3/4 of
+    // target_file_bytes has them rewritten into target-sized files, every compaction_interval_s
+    // inside the loop (0: only `trackd archive compact`).
+    int compaction_interval_s = 3600;
+    int compact_min_files = 8;
 };
 
 // GET /metrics (Prometheus text format). Empty listen: served on http.listen, unauthenticated;
