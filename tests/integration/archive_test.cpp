@@ -811,6 +811,16 @@ TEST(ArchiveRest, LostAndFailedCommitRepliesLoseNothing) {
     // The mirror the retention guard reads follows the table.
     EXPECT_EQ(query_int(db.dsn(), "SELECT archived_seq FROM trackd.archive_progress"),
               std::stoll(f.at("property_archive_seq")));
+
+    // Compaction through the REST catalog: the three small files become one per partition.
+    const auto r = a.archive("compact", {{"TRACKD_ARCHIVE_COMPACT_MIN_FILES", "2"}});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("files rewritten into"), std::string::npos) << r.output;
+    const auto v = a.check("values");
+    EXPECT_EQ(v.at("values_match"), "1");
+    EXPECT_EQ(v.at("iceberg_rows"), "75");
+    EXPECT_EQ(v.at("max_files_per_partition"), "1");
+    EXPECT_EQ(a.check("table").at("current_operation"), "replace");
 }
 
 }  // namespace
