@@ -15,7 +15,10 @@
 #
 # Environment:
 #   LOCAL_ICEBERG_REST_PORT   port on 127.0.0.1 (default 55181)
-#   LOCAL_S3_PORT             the S3 server of scripts/s3.sh, for s3:// tables (default 55900)
+#   CATALOG_*                 any other setting of the server passes through, e.g. for s3://
+#                             tables CATALOG_S3_ENDPOINT, CATALOG_S3_PATH__STYLE__ACCESS=true,
+#                             CATALOG_S3_ACCESS__KEY__ID, CATALOG_S3_SECRET__ACCESS__KEY,
+#                             CATALOG_CLIENT_REGION (iceberg-aws is on its class path)
 #   TRACKD_CACHE_DIR          jar cache root (default <repo>/.cache)
 #   TRACKD_LOCAL_DIR          state root (default <repo>/.local): iceberg-rest/, logs/iceberg-rest.log
 #   ICEBERG_REST_HEAP         JVM heap flags (default "-Xmx384m")
@@ -25,7 +28,6 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(dirname "$here")"
 port="${LOCAL_ICEBERG_REST_PORT:-55181}"
-s3_port="${LOCAL_S3_PORT:-55900}"
 cache="${TRACKD_CACHE_DIR:-$repo/.cache}/iceberg-rest-$(sha256sum "$here/iceberg-rest/pom.xml" | cut -c1-12)"
 local_dir="${TRACKD_LOCAL_DIR:-$repo/.local}"
 state="$local_dir/iceberg-rest"
@@ -96,9 +98,6 @@ start() {
     cd "$state"
     export CATALOG_WAREHOUSE="$state/warehouse" CATALOG_URI="jdbc:sqlite:$state/catalog.db"
     export CATALOG_REST_PORT="$port" CATALOG_IO__IMPL=org.apache.iceberg.io.ResolvingFileIO
-    # s3:// tables: the S3 server of scripts/s3.sh (moto accepts any key pair).
-    export CATALOG_S3_ENDPOINT="http://127.0.0.1:$s3_port" CATALOG_S3_PATH__STYLE__ACCESS=true
-    export CATALOG_CLIENT_REGION=us-east-1 CATALOG_S3_ACCESS__KEY__ID=trackd CATALOG_S3_SECRET__ACCESS__KEY=trackd-secret
     exec setsid nohup java "${heap_opts[@]}" -XX:+UseSerialGC -cp "$cache/classes:$cache/libs/*" \
       "$main_class" </dev/null >>"$log_file" 2>&1 9>&- 8>&-
   ) &
