@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Starts, stops and reports the local services trackd's tests and demo use: a throwaway
 # PostgreSQL/PostGIS cluster (scripts/pg.sh), its streaming replica (scripts/pg-replica.sh), a
-# single-node Kafka broker (scripts/kafka.sh) and a Confluent-compatible schema registry
-# (scripts/registry.sh), all kept in the project-local folder .local/ (logs in .local/logs/).
+# single-node Kafka broker (scripts/kafka.sh), a Confluent-compatible schema registry
+# (scripts/registry.sh) and Apache Iceberg's REST catalog server (scripts/iceberg-rest.sh), all
+# kept in the project-local folder .local/ (logs in .local/logs/).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(dirname "$here")"
@@ -14,8 +15,10 @@ case "${1:-}" in
     bash "$here/pg-replica.sh" start
     bash "$here/kafka.sh" start
     bash "$here/registry.sh" start
+    bash "$here/iceberg-rest.sh" start
     ;;
   stop)
+    bash "$here/iceberg-rest.sh" stop || true
     bash "$here/registry.sh" stop || true
     bash "$here/kafka.sh" stop || true
     bash "$here/pg-replica.sh" stop || true
@@ -26,6 +29,7 @@ case "${1:-}" in
     bash "$here/pg-replica.sh" status || true
     bash "$here/kafka.sh" status || true
     bash "$here/registry.sh" status || true
+    bash "$here/iceberg-rest.sh" status || true
     ;;
   logs)
     # Printed by CI when something fails.

@@ -16,9 +16,10 @@ PACKAGES=(
   nlohmann-json3-dev zlib1g-dev
   # tooling: format, lint, sanitizers, fuzzing
   clang clang-14 clang-format clang-tidy libclang-rt-14-dev
-  # local services: PostgreSQL 15 + PostGIS 3, Java and Maven for the Kafka broker
+  # local services: PostgreSQL 15 + PostGIS 3, Java and Maven for the Kafka broker and the
+  # Iceberg REST catalog server (javac: scripts/iceberg-rest.sh compiles its small main)
   postgresql-15 postgresql-15-postgis-3 postgresql-client-15 postgresql-contrib
-  default-jre-headless maven
+  default-jre-headless default-jdk-headless maven
   # scripts and tests
   python3 python3-venv curl jq procps psmisc
   # bench/ingest.sh --profile: perf (cpu-clock sampling, DWARF call graphs)

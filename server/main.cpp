@@ -32,6 +32,7 @@ commands:
   archive        archive committed history to the Iceberg table until stopped
   archive --once archive what is committed now, then exit (3: another archiver runs)
   archive maintain  expire snapshots, merge manifests, delete orphan files, apply retention
+  archive compact   rewrite small data files into target-sized ones (beside a running archiver)
   migrate        apply the missing SQL migrations to the database
   audit [--since DURATION] [--format text|json] [--limit N]
                  check the database against the delivery promise: each Kafka offset stored
@@ -64,7 +65,8 @@ Args parse_args(int argc, char** argv) {
             args.command = "help";
         } else if (args.command.empty() && v[i][0] != '-') {
             args.command = v[i];
-        } else if ((args.command == "archive" && (v[i] == "--once" || v[i] == "maintain")) ||
+        } else if ((args.command == "archive" &&
+                    (v[i] == "--once" || v[i] == "maintain" || v[i] == "compact")) ||
                    args.command == "audit") {  // audit::parse_options() judges its flags
             args.sub.push_back(v[i]);
         } else {
@@ -135,6 +137,15 @@ int cmd_archive(const trackd::config::Config& config, const std::vector<std::str
     const bool once = std::find(sub.begin(), sub.end(), "--once") != sub.end();
     const bool maintain = std::find(sub.begin(), sub.end(), "maintain") != sub.end();
     trackd::archive::Archiver archiver(config);
+    if (std::find(sub.begin(), sub.end(), "compact") != sub.end()) {
+        const auto r = archiver.compact();
+        fmt::print(
+            "compaction: {} partitions, {} files rewritten into {} ({} rows); data files {} -> "
+            "{}; at most {} small files in a partition\n",
+            r.partitions, r.files_rewritten, r.files_written, r.rows, r.data_files_before,
+            r.data_files_after, r.max_small_files_per_partition);
+        return 0;
+    }
     if (!once && !maintain) {
         archiver.run(g_stop);
         return 0;

@@ -24,7 +24,9 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 // "/var/lib/x" or "file:///var/lib/x" -> "file:///var/lib/x/<namespace>/<table>".
+// Empty with a REST catalog and no warehouse: the catalog chooses.
 std::string table_location(const config::ArchiveConfig& c) {
+    if (c.warehouse.empty()) return {};
     std::string path = local_path(c.warehouse);
     path = fs::absolute(path).lexically_normal().string();
     while (path.size() > 1 && path.back() == '/') path.pop_back();
@@ -93,11 +95,16 @@ struct Archiver::Impl {
         conn = std::make_unique<db::Connection>(config.pg, "trackd archive");
         // The catalog's commits run on their own session, which it replaces whenever one
         // breaks or loses a commit's answer (the outcome is then read on a new one).
-        catalog = make_jdbc_catalog([this] {
-            return std::make_unique<db::Connection>(config.pg, "trackd archive catalog");
-        });
+        if (config.archive.catalog_type == "rest") {
+            catalog = make_rest_catalog(config.archive);
+        } else {
+            catalog = make_jdbc_catalog([this] {
+                return std::make_unique<db::Connection>(config.pg, "trackd archive catalog");
+            });
+        }
         table = std::make_unique<IcebergTable>(*catalog, ident, location,
-                                               config.archive.metadata_versions_max);
+                                               config.archive.metadata_versions_max,
+                                               partition_unit(config.archive.partition));
     }
 
     void reset() {
@@ -128,6 +135,31 @@ struct Archiver::Impl {
             "archived_seq, metadata_location) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
             {ident.catalog, ident.namespace_, ident.name,
              std::to_string(table->progress().archived_seq), table->metadata_location()});
+        mirror_progress();
+    }
+
+    // A catalog outside PostgreSQL (REST) cannot record the progress in its commit: the mirror
+    // follows each commit instead (and at start, for a commit whose mirror a crash cut off), so
+    // it is behind the table for a moment at most, never ahead.
+    void mirror_progress() {
+        if (config.archive.catalog_type != "rest") return;
+        const auto p = table->progress();
+        const auto& md = table->metadata();
+        const bool has_snapshot = md.contains("current-snapshot-id") &&
+                                  md["current-snapshot-id"].is_number() &&
+                                  md["current-snapshot-id"].get<std::int64_t>() >= 0;
+        conn->query(
+            "UPDATE trackd.archive_progress SET archived_seq = $4, max_ingest_batch_id = "
+            "coalesce($5::bigint, max_ingest_batch_id), snapshot_id = $6, metadata_location = $7, "
+            "updated_at = now() WHERE catalog_name = $1 AND table_namespace = $2 AND table_name "
+            "= $3 AND archived_seq <= $4",
+            {ident.catalog, ident.namespace_, ident.name, std::to_string(p.archived_seq),
+             p.max_ingest_batch_id ? std::optional(std::to_string(*p.max_ingest_batch_id))
+                                   : std::nullopt,
+             has_snapshot
+                 ? std::optional(std::to_string(md["current-snapshot-id"].get<std::int64_t>()))
+                 : std::nullopt,
+             table->metadata_location()});
     }
 
     void require_lock() const {
@@ -154,8 +186,8 @@ struct Archiver::Impl {
         std::vector<std::string> written;  // local paths, removed if the commit is abandoned
         const auto started = Clock::now();
         try {
-            source.read(chunk, [&](const ArchiveRow& row) {
-                const auto d = day_of(row.recorded_at_us);
+            source.read(chunk, to_string(table->partition_unit()), [&](const ArchiveRow& row) {
+                const auto d = partition_of(table->partition_unit(), row.recorded_at_us);
                 if (writer &&
                     (d != day || writer->approximate_bytes() >= config.archive.target_file_bytes)) {
                     files.push_back(writer->finish());
@@ -178,6 +210,7 @@ struct Archiver::Impl {
                 for (const auto& p : written) fs::remove(p);
                 return false;
             }
+            mirror_progress();
         } catch (const CommitStateUnknown&) {
             // The snapshot may be in the table: its files stay. The next round resumes from the
             // table's progress; if the snapshot is not there, orphan clean-up removes them.
@@ -266,6 +299,22 @@ struct Archiver::Impl {
         return n;
     }
 
+    CompactReport compact() {
+        connect();
+        CompactionOptions o;
+        o.target_file_bytes = config.archive.target_file_bytes;
+        o.small_file_bytes = config.archive.target_file_bytes * 3 / 4;
+        o.min_files = config.archive.compact_min_files;
+        const auto r = table->compact(o);
+        return CompactReport{r.partitions,
+                             r.files_rewritten,
+                             r.files_written,
+                             r.rows,
+                             r.data_files_before,
+                             r.data_files_after,
+                             r.max_small_files_per_partition};
+    }
+
     MaintainReport maintain() {
         require_lock();
         MaintenanceOptions o;
@@ -299,6 +348,7 @@ bool Archiver::try_lock(std::chrono::milliseconds wait) {
 }
 ArchiveReport Archiver::archive_pending() { return impl_->archive_pending(true); }
 MaintainReport Archiver::maintain() { return impl_->maintain(); }
+CompactReport Archiver::compact() { return impl_->compact(); }
 
 void Archiver::run(const std::atomic<bool>& stop) {
     auto& m = *impl_;
@@ -306,6 +356,7 @@ void Archiver::run(const std::atomic<bool>& stop) {
     const auto& c = m.config.archive;
     const auto poll = std::chrono::milliseconds(c.poll_interval_ms);
     auto last_maintenance = Clock::now();
+    auto last_compaction = Clock::now();
     bool said_waiting = false;
     auto backoff = std::chrono::milliseconds(100);
     while (!stop.load()) {
@@ -342,6 +393,11 @@ void Archiver::run(const std::atomic<bool>& stop) {
                 Clock::now() - last_maintenance >= std::chrono::seconds(c.maintenance_interval_s)) {
                 m.maintain();
                 last_maintenance = Clock::now();
+            }
+            if (c.compaction_interval_s > 0 &&
+                Clock::now() - last_compaction >= std::chrono::seconds(c.compaction_interval_s)) {
+                m.compact();
+                last_compaction = Clock::now();
             }
             backoff = std::chrono::milliseconds(100);
         } catch (const std::exception& e) {

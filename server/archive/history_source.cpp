@@ -123,7 +123,11 @@ std::optional<Chunk> HistorySource::next_chunk(std::int64_t archived_seq, std::i
                  std::stoll(r.at(0, 2)), std::stoll(r.at(0, 3))};
 }
 
-void HistorySource::read(const Chunk& c, const std::function<void(const ArchiveRow&)>& sink) {
+void HistorySource::read(const Chunk& c, const std::string& partition_unit,
+                         const std::function<void(const ArchiveRow&)>& sink) {
+    if (partition_unit != "day" && partition_unit != "hour") {
+        throw std::invalid_argument("archive: partition unit " + partition_unit);
+    }
     // COPY cannot take parameters; every value spliced in is an integer formatted here.
     const auto sql = fmt::format(
         "COPY (SELECT h.vehicle_id, h.recorded_at, ST_X(h.geom), ST_Y(h.geom), "
@@ -133,10 +137,10 @@ void HistorySource::read(const Chunk& c, const std::function<void(const ArchiveR
         "WHERE h.ingest_batch_id BETWEEN {} AND {} AND h.ingest_batch_id IN "
         "(SELECT ingest_batch_id FROM trackd.ingest_batches WHERE archive_seq > {} AND "
         "archive_seq <= {}) "
-        "ORDER BY date_trunc('day', h.recorded_at AT TIME ZONE 'UTC'), "
+        "ORDER BY date_trunc('{}', h.recorded_at AT TIME ZONE 'UTC'), "
         "h.vehicle_id COLLATE \"C\", h.recorded_at, h.kafka_partition, h.kafka_offset) "
         "TO STDOUT (FORMAT binary)",
-        c.min_batch, c.max_batch, c.after, c.upto);
+        c.min_batch, c.max_batch, c.after, c.upto, partition_unit);
     conn_.copy_out_start(sql);
     std::string msg;
     bool header = true;

@@ -45,9 +45,11 @@ class HistorySource {
     // The next range after `archived_seq` holding at most about `max_rows` rows (at least one
     // batch), or nullopt when nothing is stamped beyond it.
     std::optional<Chunk> next_chunk(std::int64_t archived_seq, std::int64_t max_rows);
-    // Streams the chunk's rows ordered by day(recorded_at), vehicle_id (bytewise),
-    // recorded_at, kafka partition and offset: the table's partitioning and sort order.
-    void read(const Chunk& chunk, const std::function<void(const ArchiveRow&)>& sink);
+    // Streams the chunk's rows ordered by the partition (`partition_unit` "day" or "hour" of
+    // recorded_at), vehicle_id (bytewise), recorded_at, kafka partition and offset: the
+    // table's partitioning and sort order.
+    void read(const Chunk& chunk, const std::string& partition_unit,
+              const std::function<void(const ArchiveRow&)>& sink);
 
   private:
     db::Connection& conn_;

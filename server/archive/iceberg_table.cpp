@@ -17,6 +17,8 @@
 #include "trackd/core/pause_point.hpp"
 #include "trackd/core/time.hpp"
 
+#include "parquet_file_reader.hpp"
+#include "parquet_file_writer.hpp"
 #include "table_schema.hpp"
 
 namespace trackd::archive {
@@ -85,13 +87,6 @@ void remove_quietly(const std::string& uri) {
     fs::remove(local_path(uri), ec);
 }
 
-std::string date_string(std::int32_t day) {
-    const std::chrono::sys_days d{std::chrono::days{day}};
-    const std::chrono::year_month_day ymd{d};
-    return fmt::format("{:04d}-{:02d}-{:02d}", static_cast<int>(ymd.year()),
-                       static_cast<unsigned>(ymd.month()), static_cast<unsigned>(ymd.day()));
-}
-
 std::int64_t summary_long(const json& snapshot, const char* key) {
     if (!snapshot.contains("summary")) return 0;
     const auto& s = snapshot["summary"];
@@ -151,11 +146,12 @@ std::string local_path(const std::string& uri) {
 }
 
 IcebergTable::IcebergTable(Catalog& catalog, TableIdent ident, std::string location_uri,
-                           int metadata_versions_max)
+                           int metadata_versions_max, PartitionUnit partition)
     : catalog_(catalog),
       ident_(std::move(ident)),
       location_(std::move(location_uri)),
-      metadata_versions_max_(metadata_versions_max) {
+      metadata_versions_max_(metadata_versions_max),
+      partition_(partition) {
     while (!location_.empty() && location_.back() == '/') location_.pop_back();
 }
 
@@ -175,8 +171,15 @@ void IcebergTable::refresh() {
         if (auto loc = catalog_.load(ident_)) {
             // Metadata files never change once written: same location, same content.
             if (*loc != metadata_location_ || metadata_.is_null()) {
-                metadata_ = load_metadata(*loc);
+                auto md = load_metadata(*loc);
+                check_partition_spec(md);
+                metadata_ = std::move(md);
                 metadata_location_ = *loc;
+            }
+            // The table's own location when the catalog chose it (REST, no archive.warehouse).
+            if (location_.empty()) {
+                location_ = metadata_.value("location", "");
+                while (!location_.empty() && location_.back() == '/') location_.pop_back();
             }
             return;
         }
@@ -184,15 +187,15 @@ void IcebergTable::refresh() {
         json md;
         md["format-version"] = 2;
         md["table-uuid"] = uuid4();
-        md["location"] = location_;
+        if (!location_.empty()) md["location"] = location_;
         md["last-sequence-number"] = 0;
         md["last-updated-ms"] = now;
         md["last-column-id"] = field_id::last;
         md["current-schema-id"] = kSchemaId;
         md["schemas"] = json::array({json::parse(schema_json())});
         md["default-spec-id"] = kSpecId;
-        md["partition-specs"] = json::array({json::parse(partition_spec_json())});
-        md["last-partition-id"] = field_id::partition_day;
+        md["partition-specs"] = json::array({json::parse(partition_spec_json(partition_))});
+        md["last-partition-id"] = field_id::partition;
         md["default-sort-order-id"] = kSortOrderId;
         md["sort-orders"] = json::array({json::parse(sort_order_json())});
         md["properties"] = {
@@ -208,8 +211,15 @@ void IcebergTable::refresh() {
         md["snapshot-log"] = json::array();
         md["metadata-log"] = json::array();
         metadata_location_.clear();
+        if (catalog_.writes_metadata()) {
+            // The catalog writes the first version itself (its own table UUID); load it.
+            if (catalog_.create(ident_, "", md)) {
+                core::log::info("archive table created", {{"table", ident_.dotted()}});
+            }
+            continue;
+        }
         const auto uri = write_metadata_file(md);
-        if (catalog_.create(ident_, uri)) {
+        if (catalog_.create(ident_, uri, md)) {
             core::log::info("archive table created",
                             {{"table", ident_.dotted()}, {"metadata", uri}});
             metadata_location_ = uri;
@@ -239,9 +249,34 @@ Progress IcebergTable::progress() const {
     return p;
 }
 
-std::pair<std::string, std::string> IcebergTable::new_data_file(std::int32_t day) const {
-    const auto uri =
-        fmt::format("{}/data/recorded_at_day={}/{}.parquet", location_, date_string(day), uuid4());
+void IcebergTable::check_partition_spec(const json& md) const {
+    std::string found = "(none)";
+    if (md.contains("partition-specs")) {
+        const auto id = md.value("default-spec-id", 0);
+        for (const auto& spec : md["partition-specs"]) {
+            if (spec.value("spec-id", -1) != id) continue;
+            found.clear();
+            for (const auto& f : spec["fields"]) {
+                found += (found.empty() ? "" : ", ") + f.value("transform", "?") + "(" +
+                         std::to_string(f.value("source-id", 0)) + ")";
+            }
+            if (spec["fields"].size() == 1 &&
+                spec["fields"][0].value("source-id", 0) == field_id::recorded_at &&
+                spec["fields"][0].value("transform", "") == to_string(partition_)) {
+                return;
+            }
+        }
+    }
+    throw std::runtime_error(fmt::format(
+        "archive: the table {} is partitioned by {} (source field 2 is recorded_at), not by "
+        "{}(recorded_at) as archive.partition = \"{}\" says; a table's partition spec is fixed "
+        "when it is created: set archive.partition to match it, or archive into a new table",
+        ident_.dotted(), found, to_string(partition_), to_string(partition_)));
+}
+
+std::pair<std::string, std::string> IcebergTable::new_data_file(std::int32_t partition) const {
+    const auto uri = fmt::format("{}/data/{}/{}.parquet", location_,
+                                 partition_path(partition_, partition), uuid4());
     const auto path = local_path(uri);
     fs::create_directories(fs::path(path).parent_path());
     return {uri, path};
@@ -254,41 +289,45 @@ IcebergTable::Swap IcebergTable::commit_metadata(json next,
         {{"timestamp-ms", metadata_["last-updated-ms"]}, {"metadata-file", metadata_location_}});
     while (static_cast<int>(log.size()) > metadata_versions_max_) log.erase(log.begin());
     const auto base = metadata_location_;
-    const auto uri = write_metadata_file(next);
+    // A catalog that writes metadata itself (REST) is sent the change; otherwise trackd writes
+    // the new version and the catalog swaps the pointer to it.
+    const bool client_writes = !catalog_.writes_metadata();
+    const auto uri = client_writes ? write_metadata_file(next) : std::string();
     // The crash tests stop the archiver at these steps (TRACKD_TEST_ARCHIVE_PAUSE_AT).
     static core::PausePoint pause("TRACKD_TEST_ARCHIVE_PAUSE_AT", "archive");
     pause.at("metadata-written");
-    Swap swap = Swap::not_committed;
+    std::optional<std::string> committed;
     try {
-        swap = catalog_.commit(ident_, base, uri, progress) ? Swap::committed : Swap::not_committed;
+        committed = catalog_.commit(ident_, TableChange{base, metadata_, next, uri}, progress);
     } catch (const CommitStateUnknown& e) {
-        // The COMMIT left but its answer did not come back: the catalog itself says what
-        // happened, read on a new connection. Throws, keeping every file, if it cannot tell yet.
+        // The request left but its answer did not come back: the catalog itself says what
+        // happened, read once the lost commit can no longer change it. Throws, keeping every
+        // file, if it cannot tell yet.
         core::log::warn("archive commit outcome unknown, reading the catalog back",
                         {{"table", ident_.dotted()}, {"metadata", uri}, {"error", e.what()}});
-        swap = settle(base, uri);
-        core::log::info(swap == Swap::committed
-                            ? "archive commit found committed after its reply was lost"
-                            : "archive commit found not committed after its reply was lost",
-                        {{"table", ident_.dotted()}, {"metadata", uri}});
+        committed = client_writes ? settle(base, uri) : settle_change(metadata_, next);
+        core::log::info(committed ? "archive commit found committed after its reply was lost"
+                                  : "archive commit found not committed after its reply was lost",
+                        {{"table", ident_.dotted()}, {"metadata", committed.value_or(uri)}});
     } catch (...) {
         // The catalog answered that nothing changed (or the request never left).
-        remove_quietly(uri);
+        if (client_writes) remove_quietly(uri);
         throw;
     }
-    if (swap == Swap::not_committed) {
-        remove_quietly(uri);
-        return swap;
+    if (!committed) {
+        if (client_writes) remove_quietly(uri);
+        return Swap::not_committed;
     }
     pause.at("committed");
     const json before = std::move(metadata_);
-    metadata_location_ = uri;
-    metadata_ = std::move(next);
+    metadata_location_ = *committed;
+    // The catalog's own version when it wrote it (its metadata log, its timestamps).
+    metadata_ = client_writes ? std::move(next) : load_metadata(*committed);
     delete_dropped_metadata(before, metadata_);
-    return swap;
+    return Swap::committed;
 }
 
-IcebergTable::Swap IcebergTable::settle(const std::string& base, const std::string& next) {
+std::optional<std::string> IcebergTable::settle(const std::string& base, const std::string& next) {
     const auto unknown = [&](const std::string& why) {
         core::log::warn("archive commit outcome still unknown; keeping its files",
                         {{"table", ident_.dotted()}, {"metadata", next}, {"reason", why}});
@@ -301,8 +340,8 @@ IcebergTable::Swap IcebergTable::settle(const std::string& base, const std::stri
         throw unknown(e.what());
     }
     if (!current) throw unknown("the table is no longer in the catalog");
-    if (*current == next) return Swap::committed;
-    if (*current == base) return Swap::not_committed;
+    if (*current == next) return next;
+    if (*current == base) return std::nullopt;
     // Another version is current: another writer won the swap from `base`, or committed on top
     // of ours. The version that directly follows `base` in the current version's history is
     // the one that won.
@@ -322,7 +361,48 @@ IcebergTable::Swap IcebergTable::settle(const std::string& base, const std::stri
     if (it == chain.end() || it + 1 == chain.end()) {
         throw unknown("the base version is no longer in the current metadata log");
     }
-    return *(it + 1) == next ? Swap::committed : Swap::not_committed;
+    if (*(it + 1) == next) return next;
+    return std::nullopt;
+}
+
+std::optional<std::string> IcebergTable::settle_change(const json& base, const json& next) {
+    const auto unknown = [&](const std::string& why) {
+        core::log::warn("archive commit outcome still unknown; keeping its files",
+                        {{"table", ident_.dotted()}, {"reason", why}});
+        return CommitStateUnknown("archive: outcome of a commit to " + ident_.dotted() +
+                                  " unknown: " + why);
+    };
+    std::optional<std::string> current;
+    json md;
+    try {
+        current = catalog_.load_settled(ident_);
+        if (current) md = load_metadata(*current);
+    } catch (const std::exception& e) {
+        throw unknown(e.what());
+    }
+    if (!current) throw unknown("the table is no longer in the catalog");
+    std::set<std::int64_t> have;
+    for (const auto& s : md["snapshots"]) have.insert(s["snapshot-id"].get<std::int64_t>());
+    // A change that adds a snapshot is in when its snapshot is: its id is new and random, and
+    // the commit asserted main at the base, so it applied at most once.
+    const auto added = current_id(next);
+    if (added && added != current_id(base)) {
+        if (have.count(*added) != 0) return current;
+        return std::nullopt;
+    }
+    // A change that removes snapshots (expiry) is in when they are gone; applying it twice
+    // changes nothing more.
+    std::set<std::int64_t> kept;
+    for (const auto& s : next["snapshots"]) kept.insert(s["snapshot-id"].get<std::int64_t>());
+    bool removed_any = false;
+    for (const auto& s : base["snapshots"]) {
+        const auto id = s["snapshot-id"].get<std::int64_t>();
+        if (kept.count(id) != 0) continue;
+        removed_any = true;
+        if (have.count(id) != 0) return std::nullopt;
+    }
+    if (!removed_any) throw unknown("the change neither adds nor removes a snapshot");
+    return current;
 }
 
 bool IcebergTable::commit_with_retries(const char* operation, const Builder& build) {
@@ -369,15 +449,15 @@ bool IcebergTable::append(const std::vector<DataFile>& files, const Progress& ex
     std::int64_t added_size = 0;
     std::set<std::int32_t> days;
     for (const auto& f : files) {
-        entries.push_back(added_entry(f, snapshot_id));
+        entries.push_back(added_entry(f, snapshot_id, partition_));
         added_records += f.record_count;
         added_size += f.file_size_in_bytes;
-        days.insert(f.partition_day);
+        days.insert(f.partition);
     }
     ManifestFile manifest = summarize_manifest(entries);
     const auto manifest_uri = fmt::format("{}/metadata/{}-m0.avro", location_, uuid4());
     if (!files.empty()) {
-        const auto bytes = write_manifest(entries);
+        const auto bytes = write_manifest(entries, partition_);
         write_file(local_path(manifest_uri), bytes);
         manifest.manifest_path = manifest_uri;
         manifest.manifest_length = static_cast<std::int64_t>(bytes.size());
@@ -508,7 +588,7 @@ int IcebergTable::merge_manifests(const MaintenanceOptions& o) {
             }
         }
         auto merged = summarize_manifest(entries);
-        const auto bytes = write_manifest(entries);
+        const auto bytes = write_manifest(entries, partition_);
         merged.manifest_path = fmt::format("{}/metadata/{}-m0.avro", location_, uuid4());
         merged.manifest_length = static_cast<std::int64_t>(bytes.size());
         merged.sequence_number = seq;
@@ -602,6 +682,8 @@ std::pair<int, int> IcebergTable::expire_snapshots(const MaintenanceOptions& o) 
         }
         for (const auto& path : kept_manifests) {
             for (const auto& e : read_manifest(read_file(local_path(path)))) {
+                // A DELETED entry (a compaction's replaced file) keeps nothing alive.
+                if (e["status"].integer() == 2) continue;
                 kept_data.insert(e["data_file"]["file_path"].str());
             }
         }
@@ -643,6 +725,259 @@ std::pair<int, int> IcebergTable::expire_snapshots(const MaintenanceOptions& o) 
     return {n_expired, deleted};
 }
 
+namespace {
+
+// The rows of one partition in the table's sort order: vehicle_id (bytewise), recorded_at, then
+// the Kafka coordinates, as HistorySource reads them.
+void sort_rows(std::vector<ArchiveRow>& rows) {
+    std::sort(rows.begin(), rows.end(), [](const ArchiveRow& a, const ArchiveRow& b) {
+        return std::tie(a.vehicle_id, a.recorded_at_us, a.kafka_partition, a.kafka_offset) <
+               std::tie(b.vehicle_id, b.recorded_at_us, b.kafka_partition, b.kafka_offset);
+    });
+}
+
+}  // namespace
+
+CompactionReport IcebergTable::compact(const CompactionOptions& o) {
+    refresh();
+    CompactionReport report;
+    const auto parent = current_id(metadata_);
+    if (!parent) return report;
+    const auto* current = find_snapshot(metadata_, *parent);
+    if (current == nullptr) throw std::runtime_error("archive: current snapshot missing");
+    // Live data files under the size threshold, by partition; and the input's row count.
+    std::map<std::int32_t, std::vector<std::string>> small;
+    std::map<std::string, std::int64_t> input_rows;
+    for (const auto& m : manifests_of(*current)) {
+        if (m.content != 0) continue;
+        for (const auto& e : read_manifest(read_file(local_path(m.manifest_path)))) {
+            if (e["status"].integer() == 2) continue;
+            ++report.data_files_before;
+            const auto& df = e["data_file"];
+            const auto part = partition_of_entry(e);
+            if (!part || df["file_size_in_bytes"].integer() >= o.small_file_bytes) continue;
+            small[*part].push_back(df["file_path"].str());
+            input_rows[df["file_path"].str()] = df["record_count"].integer();
+        }
+    }
+    std::set<std::string> inputs;
+    std::vector<DataFile> outputs;
+    std::vector<std::string> written;  // URIs
+    std::set<std::int32_t> partitions;
+    std::int64_t rows_in = 0;
+    const auto drop_written = [&] {
+        for (const auto& f : written) remove_quietly(f);
+    };
+    try {
+        for (const auto& [part, files] : small) {
+            if (static_cast<int>(files.size()) < o.min_files) continue;
+            std::vector<ArchiveRow> rows;
+            for (const auto& f : files) {
+                auto more = read_archive_rows(local_path(f));
+                if (static_cast<std::int64_t>(more.size()) != input_rows[f]) {
+                    throw std::runtime_error(
+                        "archive: " + f + " holds " + std::to_string(more.size()) +
+                        " rows, its manifest entry says " + std::to_string(input_rows[f]));
+                }
+                rows_in += static_cast<std::int64_t>(more.size());
+                std::move(more.begin(), more.end(), std::back_inserter(rows));
+                inputs.insert(f);
+            }
+            sort_rows(rows);
+            std::unique_ptr<ParquetFileWriter> writer;
+            for (const auto& r : rows) {
+                if (writer && writer->approximate_bytes() >= o.target_file_bytes) {
+                    outputs.push_back(writer->finish());
+                    writer.reset();
+                }
+                if (!writer) {
+                    auto [uri, path] = new_data_file(part);
+                    written.push_back(uri);
+                    writer = std::make_unique<ParquetFileWriter>(path, uri, part);
+                }
+                writer->append(r);
+            }
+            if (writer) outputs.push_back(writer->finish());
+            partitions.insert(part);
+            ++report.partitions;
+            report.files_rewritten += static_cast<int>(files.size());
+            report.rows += static_cast<std::int64_t>(rows.size());
+        }
+    } catch (...) {
+        drop_written();
+        throw;
+    }
+    if (inputs.empty()) {
+        report.data_files_after = report.data_files_before;
+        for (const auto& [part, files] : small) {
+            report.max_small_files_per_partition =
+                std::max(report.max_small_files_per_partition, static_cast<int>(files.size()));
+        }
+        return report;
+    }
+    report.files_written = static_cast<int>(outputs.size());
+
+    const auto snapshot_id = new_snapshot_id();
+    std::vector<avro::Value> added;
+    std::int64_t added_size = 0;
+    for (const auto& f : outputs) {
+        added.push_back(added_entry(f, snapshot_id, partition_));
+        added_size += f.file_size_in_bytes;
+    }
+    ManifestFile added_manifest = summarize_manifest(added);
+    added_manifest.manifest_path = fmt::format("{}/metadata/{}-m0.avro", location_, uuid4());
+    try {
+        const auto bytes = write_manifest(added, partition_);
+        write_file(local_path(added_manifest.manifest_path), bytes);
+        added_manifest.manifest_length = static_cast<std::int64_t>(bytes.size());
+    } catch (...) {
+        drop_written();
+        throw;
+    }
+    added_manifest.added_snapshot_id = snapshot_id;
+
+    const auto build = [&](int attempt) -> std::optional<NextVersion> {
+        const auto base_id = current_id(metadata_);
+        if (!base_id) return std::nullopt;
+        const auto* p = find_snapshot(metadata_, *base_id);
+        if (p == nullptr) throw std::runtime_error("archive: current snapshot missing");
+        json md = metadata_;
+        const auto seq = md["last-sequence-number"].get<std::int64_t>() + 1;
+        NextVersion v;
+        std::vector<ManifestFile> list;
+        std::size_t found = 0;
+        std::int64_t removed_size = 0;
+        for (auto& m : manifests_of(*p)) {
+            auto entries = read_manifest(read_file(local_path(m.manifest_path)));
+            const bool touches = std::any_of(entries.begin(), entries.end(), [&](const auto& e) {
+                return e["status"].integer() != 2 &&
+                       inputs.count(e["data_file"]["file_path"].str()) != 0;
+            });
+            if (!touches) {
+                list.push_back(std::move(m));
+                continue;
+            }
+            // Rewritten: the inputs DELETED by this snapshot, the rest EXISTING, every entry
+            // with the values it inherited written out (spec "Sequence Number Inheritance").
+            std::vector<avro::Value> kept;
+            std::int64_t min_seq = std::numeric_limits<std::int64_t>::max();
+            for (auto e : entries) {
+                if (e["status"].integer() == 2) continue;  // history only
+                if (e["snapshot_id"].is_null()) e.set("snapshot_id", m.added_snapshot_id);
+                if (e["sequence_number"].is_null()) e.set("sequence_number", m.sequence_number);
+                if (e["file_sequence_number"].is_null()) {
+                    e.set("file_sequence_number", m.sequence_number);
+                }
+                if (inputs.count(e["data_file"]["file_path"].str()) != 0) {
+                    e.set("status", 2);
+                    e.set("snapshot_id", snapshot_id);
+                    ++found;
+                    removed_size += e["data_file"]["file_size_in_bytes"].integer();
+                } else {
+                    e.set("status", 0);
+                    min_seq = std::min(min_seq, e["sequence_number"].integer());
+                }
+                kept.push_back(std::move(e));
+            }
+            auto rewritten = summarize_manifest(kept);
+            const auto bytes = write_manifest(kept, partition_);
+            rewritten.manifest_path =
+                fmt::format("{}/metadata/{}-m{}.avro", location_, uuid4(), attempt + 1);
+            rewritten.manifest_length = static_cast<std::int64_t>(bytes.size());
+            rewritten.sequence_number = seq;
+            rewritten.min_sequence_number =
+                min_seq == std::numeric_limits<std::int64_t>::max() ? seq : min_seq;
+            rewritten.added_snapshot_id = snapshot_id;
+            write_file(local_path(rewritten.manifest_path), bytes);
+            v.attempt_files.push_back(rewritten.manifest_path);
+            list.push_back(std::move(rewritten));
+        }
+        if (found != inputs.size()) {
+            // Another writer replaced or removed an input (another compaction, say): nothing of
+            // this one may be committed.
+            core::log::warn("archive compaction input changed under it, abandoning",
+                            {{"table", ident_.dotted()},
+                             {"inputs", std::to_string(inputs.size())},
+                             {"still_live", std::to_string(found)}});
+            for (const auto& f : v.attempt_files) remove_quietly(f);
+            return std::nullopt;
+        }
+        added_manifest.sequence_number = seq;
+        added_manifest.min_sequence_number = seq;
+        list.insert(list.begin(), added_manifest);
+        const auto list_uri = fmt::format("{}/metadata/snap-{}-{}-{}.avro", location_, snapshot_id,
+                                          attempt + 1, uuid4());
+        write_file(local_path(list_uri), write_manifest_list(list, snapshot_id, *base_id, seq));
+        v.attempt_files.push_back(list_uri);
+
+        json summary = json::object();
+        summary["operation"] = "replace";
+        summary["added-data-files"] = std::to_string(outputs.size());
+        summary["deleted-data-files"] = std::to_string(inputs.size());
+        summary["added-records"] = std::to_string(rows_in);
+        summary["deleted-records"] = std::to_string(rows_in);
+        summary["added-files-size"] = std::to_string(added_size);
+        summary["removed-files-size"] = std::to_string(removed_size);
+        summary["changed-partition-count"] = std::to_string(partitions.size());
+        // The rows and the archive's progress are unchanged: carry them over.
+        for (const auto& [k, val] : (*p)["summary"].items()) {
+            if (k.rfind("total-", 0) == 0 || k.rfind("trackd.", 0) == 0 || k == "kafka.offsets") {
+                summary[k] = val;
+            }
+        }
+        summary["total-data-files"] = std::to_string(summary_long(*p, "total-data-files") +
+                                                     static_cast<std::int64_t>(outputs.size()) -
+                                                     static_cast<std::int64_t>(inputs.size()));
+        summary["total-files-size"] =
+            std::to_string(summary_long(*p, "total-files-size") + added_size - removed_size);
+        const auto now = std::max(now_ms(), md["last-updated-ms"].get<std::int64_t>());
+        json snap;
+        snap["sequence-number"] = seq;
+        snap["snapshot-id"] = snapshot_id;
+        snap["parent-snapshot-id"] = *base_id;
+        snap["timestamp-ms"] = now;
+        snap["summary"] = summary;
+        snap["manifest-list"] = list_uri;
+        snap["schema-id"] = kSchemaId;
+        md["last-sequence-number"] = seq;
+        md["last-updated-ms"] = now;
+        md["current-snapshot-id"] = snapshot_id;
+        md["refs"]["main"] = {{"snapshot-id", snapshot_id}, {"type", "branch"}};
+        md["snapshots"].push_back(snap);
+        md["snapshot-log"].push_back({{"timestamp-ms", now}, {"snapshot-id", snapshot_id}});
+        v.metadata = std::move(md);
+        return v;
+    };
+    bool committed = false;
+    try {
+        committed = commit_with_retries("compact", build);
+    } catch (const CommitStateUnknown&) {
+        throw;  // the new files may be in the table: kept (orphan clean-up if not)
+    } catch (...) {
+        drop_written();
+        remove_quietly(added_manifest.manifest_path);
+        throw;
+    }
+    if (!committed) {
+        drop_written();
+        remove_quietly(added_manifest.manifest_path);
+        return CompactionReport{0, 0, 0, 0, report.data_files_before, report.data_files_before, 0};
+    }
+    report.data_files_after =
+        report.data_files_before - static_cast<int>(inputs.size()) + report.files_written;
+    for (const auto& [part, files] : small) {
+        const int left = partitions.count(part) != 0 ? 0 : static_cast<int>(files.size());
+        report.max_small_files_per_partition = std::max(report.max_small_files_per_partition, left);
+    }
+    core::log::info("archive compaction committed",
+                    {{"table", ident_.dotted()},
+                     {"partitions", std::to_string(report.partitions)},
+                     {"files_rewritten", std::to_string(report.files_rewritten)},
+                     {"files_written", std::to_string(report.files_written)},
+                     {"rows", std::to_string(report.rows)}});
+    return report;
+}
+
 // Files under the table's location that no metadata reachable from the current version
 // references (failed or killed commits, commits whose outcome stayed unknown), older than the
 // safety margin.
@@ -673,6 +1008,14 @@ int IcebergTable::delete_orphans(const MaintenanceOptions& o) {
             if (!entry.is_regular_file()) continue;
             const auto path = entry.path().string();
             if (referenced.count(path) != 0) continue;
+            // Hadoop's local file system (a REST catalog server's FileIO) writes a checksum
+            // ".<name>.crc" beside each file: it goes with its file.
+            const auto name = entry.path().filename().string();
+            if (name.size() > 5 && name.front() == '.' && name.rfind(".crc") == name.size() - 4 &&
+                referenced.count(
+                    (entry.path().parent_path() / name.substr(1, name.size() - 5)).string()) != 0) {
+                continue;
+            }
             if (entry.last_write_time() > horizon) continue;  // maybe a commit in progress
             std::error_code rm;
             if (fs::remove(entry.path(), rm)) ++deleted;

@@ -24,6 +24,7 @@
 
 #include "catalog.hpp"
 #include "manifest.hpp"
+#include "table_schema.hpp"
 
 namespace trackd::archive {
 
@@ -42,6 +43,22 @@ struct MaintenanceOptions {
     std::int64_t orphan_min_age_ms = 0;
 };
 
+struct CompactionOptions {
+    std::int64_t target_file_bytes = 128LL << 20;  // output files roll near this size
+    std::int64_t small_file_bytes = 96LL << 20;    // files under this are rewritten...
+    int min_files = 8;  // ...in a partition holding at least this many of them
+};
+
+struct CompactionReport {
+    int partitions = 0;       // partitions rewritten
+    int files_rewritten = 0;  // small files replaced
+    int files_written = 0;
+    std::int64_t rows = 0;
+    int data_files_before = 0;  // live data files of the current snapshot
+    int data_files_after = 0;
+    int max_small_files_per_partition = 0;  // afterwards
+};
+
 struct MaintenanceReport {
     int manifests_merged = 0;  // manifests replaced by one merged manifest
     int snapshots_expired = 0;
@@ -54,8 +71,10 @@ std::string local_path(const std::string& uri);
 
 class IcebergTable {
   public:
+    // `partition`: the partition spec of a table this creates; an existing table partitioned
+    // otherwise is refused by refresh() (the spec is fixed at creation).
     IcebergTable(Catalog& catalog, TableIdent ident, std::string location_uri,
-                 int metadata_versions_max);
+                 int metadata_versions_max, PartitionUnit partition = PartitionUnit::day);
 
     // Reads the current metadata through the catalog, creating the table when it is missing.
     void refresh();
@@ -79,12 +98,20 @@ class IcebergTable {
     // Expires old snapshots; after the commit deletes the files only they referenced. Returns
     // (snapshots expired, files deleted).
     std::pair<int, int> expire_snapshots(const MaintenanceOptions& options);
+    // Rewrites the small data files of each partition that has at least options.min_files of
+    // them into files near options.target_file_bytes, in the table's sort order, committed as
+    // a "replace" snapshot that carries the progress over. Beside other writers: on a conflict
+    // it rebuilds its manifests on the new version, and gives up (deleting what it wrote) when
+    // one of its input files is no longer live there. The replaced files stay for the snapshots
+    // that still reference them, and go with snapshot expiry.
+    CompactionReport compact(const CompactionOptions& options);
     // Deletes files under data/ and metadata/ that the current version does not reference and
     // that are older than options.orphan_min_age_ms; returns how many.
     int delete_orphans(const MaintenanceOptions& options);
 
-    // A new file name under the table's data/ directory for a day partition (URI, local path).
-    std::pair<std::string, std::string> new_data_file(std::int32_t day) const;
+    // A new file name under the table's data/ directory for a partition value (URI, path).
+    std::pair<std::string, std::string> new_data_file(std::int32_t partition) const;
+    [[nodiscard]] PartitionUnit partition_unit() const { return partition_; }
 
   private:
     using json = nlohmann::ordered_json;
@@ -109,9 +136,16 @@ class IcebergTable {
     // metadata_location_ to it, learning the outcome from the catalog if the answer was lost.
     Swap commit_metadata(json next, const std::optional<CommitProgress>& progress);
     // After a lost answer: did the swap from `base` to `next` happen? Reads the catalog once no
-    // commit is in flight (new connection); throws CommitStateUnknown when it cannot tell.
-    Swap settle(const std::string& base, const std::string& next);
+    // commit is in flight (new connection); `next` when it did, nullopt when not; throws
+    // CommitStateUnknown when it cannot tell.
+    std::optional<std::string> settle(const std::string& base, const std::string& next);
+    // The same for a catalog that writes metadata itself: is the change from `base` to `next`
+    // in the table the catalog holds once the lost request can no longer apply? Decided by the
+    // snapshot the change adds (or the snapshots it removes). The current location when it is.
+    std::optional<std::string> settle_change(const json& base, const json& next);
     json load_metadata(const std::string& location) const;
+    // Throws, naming archive.partition, when `md`'s partition spec is not partition_'s.
+    void check_partition_spec(const json& md) const;
     std::string write_metadata_file(const json& md) const;
     void delete_dropped_metadata(const json& before, const json& after) const;
 
@@ -119,6 +153,7 @@ class IcebergTable {
     TableIdent ident_;
     std::string location_;  // URI, no trailing slash
     int metadata_versions_max_;
+    PartitionUnit partition_;
     std::string metadata_location_;
     json metadata_;
 };

@@ -50,7 +50,8 @@ class JdbcCatalog final : public Catalog {
         return r.get(0, 0);
     }
 
-    bool create(const TableIdent& t, const std::string& location) override {
+    bool create(const TableIdent& t, const std::string& location,
+                const nlohmann::ordered_json& /*metadata*/) override {
         return run([&](db::Connection& c) {
             // JdbcCatalog.createNamespace stores an "exists" property; listing namespaces finds
             // it.
@@ -68,8 +69,10 @@ class JdbcCatalog final : public Catalog {
         });
     }
 
-    bool commit(const TableIdent& t, const std::string& base, const std::string& next,
-                const std::optional<CommitProgress>& progress) override {
+    std::optional<std::string> commit(const TableIdent& t, const TableChange& change,
+                                      const std::optional<CommitProgress>& progress) override {
+        const auto& base = change.base_location;
+        const auto& next = change.next_location;
         auto& c = connection();
         bool sent_commit = false;
         try {
@@ -83,7 +86,7 @@ class JdbcCatalog final : public Catalog {
                 {next, base, t.catalog, t.namespace_, t.name});
             if (r.affected() != 1) {
                 c.exec_script("ROLLBACK");
-                return false;
+                return std::nullopt;
             }
             if (progress) {
                 c.query(
@@ -107,7 +110,7 @@ class JdbcCatalog final : public Catalog {
             pause.at("catalog-transaction");
             sent_commit = true;
             c.exec_script("COMMIT");
-            return true;
+            return next;
         } catch (const db::DbError& e) {
             if (sent_commit) {
                 // Whatever the error, the COMMIT left: it may have been applied. This session is

@@ -47,12 +47,6 @@ Value bytes_map_value(const std::map<int, std::string>& m) {
     return Value(std::move(items));
 }
 
-std::optional<std::int32_t> day_of_entry(const Value& entry) {
-    const auto& v = entry["data_file"]["partition"]["recorded_at_day"];
-    if (v.is_null()) return std::nullopt;
-    return static_cast<std::int32_t>(v.integer());
-}
-
 std::optional<std::string> opt_str(const Value& v) {
     if (v.is_null()) return std::nullopt;
     return v.str();
@@ -60,12 +54,14 @@ std::optional<std::string> opt_str(const Value& v) {
 
 }  // namespace
 
-const std::string& manifest_entry_schema() {
-    static const std::string schema = [] {
-        const std::string partition =
-            fmt::format(R"({{"type":"record","name":"r102","fields":[{}]}})",
-                        opt("recorded_at_day", R"({"type":"int","logicalType":"date"})",
-                            field_id::partition_day));
+const std::string& manifest_entry_schema(PartitionUnit unit) {
+    // day() results are dates; hour() results plain ints (spec "Partition Transforms").
+    static const auto make = [](PartitionUnit u) {
+        const std::string partition = fmt::format(
+            R"({{"type":"record","name":"r102","fields":[{}]}})",
+            opt(partition_field_name(u).c_str(),
+                u == PartitionUnit::day ? R"({"type":"int","logicalType":"date"})" : R"("int")",
+                field_id::partition));
         const std::string data_file =
             R"({"type":"record","name":"r2","fields":[)" + req("content", R"("int")", 134) + "," +
             req("file_path", R"("string")", 100) + "," + req("file_format", R"("string")", 101) +
@@ -86,8 +82,10 @@ const std::string& manifest_entry_schema() {
                opt("sequence_number", R"("long")", 3) + "," +
                opt("file_sequence_number", R"("long")", 4) + "," + req("data_file", data_file, 2) +
                "]}";
-    }();
-    return schema;
+    };
+    static const std::string day = make(PartitionUnit::day);
+    static const std::string hour = make(PartitionUnit::hour);
+    return unit == PartitionUnit::day ? day : hour;
 }
 
 const std::string& manifest_file_schema() {
@@ -115,18 +113,25 @@ const std::string& manifest_file_schema() {
     return schema;
 }
 
+// The value of the table's one partition field, whatever its name.
+std::optional<std::int32_t> partition_of_entry(const Value& entry) {
+    const auto& fields = entry["data_file"]["partition"].fields();
+    if (fields.empty() || fields.front().second.is_null()) return std::nullopt;
+    return static_cast<std::int32_t>(fields.front().second.integer());
+}
+
 std::string int_bound(std::int32_t v) { return le_bytes(v); }
 std::string long_bound(std::int64_t v) { return le_bytes(v); }
 std::string double_bound(double v) { return le_bytes(v); }
 
-Value added_entry(const DataFile& f, std::int64_t snapshot_id) {
+Value added_entry(const DataFile& f, std::int64_t snapshot_id, PartitionUnit unit) {
     Value::Items offsets;
     for (const auto o : f.split_offsets) offsets.emplace_back(o);
     Value data_file(Value::Fields{
         {"content", 0},
         {"file_path", f.path},
         {"file_format", "PARQUET"},
-        {"partition", Value(Value::Fields{{"recorded_at_day", f.partition_day}})},
+        {"partition", Value(Value::Fields{{partition_field_name(unit), f.partition}})},
         {"record_count", f.record_count},
         {"file_size_in_bytes", f.file_size_in_bytes},
         {"column_sizes", int_map_value(f.column_sizes)},
@@ -149,11 +154,11 @@ Value added_entry(const DataFile& f, std::int64_t snapshot_id) {
                                {"data_file", std::move(data_file)}});
 }
 
-std::string write_manifest(const std::vector<Value>& entries) {
-    return avro::write_container(manifest_entry_schema(),
+std::string write_manifest(const std::vector<Value>& entries, PartitionUnit unit) {
+    return avro::write_container(manifest_entry_schema(unit),
                                  {{"schema", schema_json()},
                                   {"schema-id", std::to_string(kSchemaId)},
-                                  {"partition-spec", partition_fields_json()},
+                                  {"partition-spec", partition_fields_json(unit)},
                                   {"partition-spec-id", std::to_string(kSpecId)},
                                   {"format-version", "2"},
                                   {"content", "data"}},
@@ -184,7 +189,7 @@ ManifestFile summarize_manifest(const std::vector<Value>& entries) {
             m.deleted_rows_count += rows;
         }
         if (status == 2) continue;  // deleted entries do not count for the partition range
-        const auto day = day_of_entry(e);
+        const auto day = partition_of_entry(e);
         if (!day) {
             any_null = true;
             continue;

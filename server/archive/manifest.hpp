@@ -13,14 +13,15 @@
 #include <vector>
 
 #include "avro.hpp"
+#include "table_schema.hpp"
 
 namespace trackd::archive {
 
 // A Parquet data file trackd wrote, with its metrics keyed by field id. Bounds are the spec's
 // single-value binary serialisation (Appendix D); only columns where that is exact are present.
 struct DataFile {
-    std::string path;  // URI
-    std::int32_t partition_day = 0;
+    std::string path;            // URI
+    std::int32_t partition = 0;  // the partition value: day or hour of recorded_at
     std::int64_t record_count = 0;
     std::int64_t file_size_in_bytes = 0;
     std::map<int, std::int64_t> column_sizes;
@@ -33,7 +34,8 @@ struct DataFile {
 };
 
 // A manifest_entry for a file added by `snapshot_id` (status ADDED, sequence numbers inherited).
-avro::Value added_entry(const DataFile& file, std::int64_t snapshot_id);
+avro::Value added_entry(const DataFile& file, std::int64_t snapshot_id,
+                        PartitionUnit unit = PartitionUnit::day);
 
 struct PartitionSummary {
     bool contains_null = false;
@@ -61,12 +63,17 @@ struct ManifestFile {
     std::optional<std::string> key_metadata;
 };
 
-// The Avro schemas, exactly as written into file headers.
-const std::string& manifest_entry_schema();
+// The Avro schemas, exactly as written into file headers (the entry's partition struct
+// depends on the table's partition field).
+const std::string& manifest_entry_schema(PartitionUnit unit = PartitionUnit::day);
 const std::string& manifest_file_schema();
 
+// The value of an entry's partition field (day or hour), nullopt when null.
+std::optional<std::int32_t> partition_of_entry(const avro::Value& entry);
+
 // A data manifest holding `entries` (manifest_entry Values).
-std::string write_manifest(const std::vector<avro::Value>& entries);
+std::string write_manifest(const std::vector<avro::Value>& entries,
+                           PartitionUnit unit = PartitionUnit::day);
 
 // The entries of a manifest file (any v1/v2 writer).
 std::vector<avro::Value> read_manifest(const std::string& bytes);

@@ -148,12 +148,12 @@ struct ParquetFileWriter::Impl {
 };
 
 ParquetFileWriter::ParquetFileWriter(std::string local_path, std::string uri,
-                                     std::int32_t partition_day)
+                                     std::int32_t partition)
     : impl_(std::make_unique<Impl>()) {
     auto& m = *impl_;
     m.local_path = std::move(local_path);
     m.uri = std::move(uri);
-    m.day = partition_day;
+    m.day = partition;
     m.bbox = std::make_shared<arrow::StructBuilder>(
         m.schema->field(6)->type(), arrow::default_memory_pool(),
         std::vector<std::shared_ptr<arrow::ArrayBuilder>>{
@@ -257,7 +257,7 @@ DataFile ParquetFileWriter::finish() {
 
     DataFile f;
     f.path = m.uri;
-    f.partition_day = m.day;
+    f.partition = m.day;
     f.record_count = m.total;
     f.file_size_in_bytes = static_cast<std::int64_t>(std::filesystem::file_size(m.local_path));
     const auto* schema = meta->schema();

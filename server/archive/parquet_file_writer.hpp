@@ -37,7 +37,8 @@ std::string point_z_wkb(double x, double y, double z);
 class ParquetFileWriter {
   public:
     // `local_path` is written; `uri` is what the manifest records.
-    ParquetFileWriter(std::string local_path, std::string uri, std::int32_t partition_day);
+    // `partition`: the partition value (day or hour of recorded_at) of every row of the file.
+    ParquetFileWriter(std::string local_path, std::string uri, std::int32_t partition);
     ~ParquetFileWriter();
     ParquetFileWriter(const ParquetFileWriter&) = delete;
     ParquetFileWriter& operator=(const ParquetFileWriter&) = delete;

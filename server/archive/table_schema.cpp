@@ -1,5 +1,8 @@
 #include "table_schema.hpp"
 
+#include <chrono>
+#include <stdexcept>
+
 #include <fmt/format.h>
 
 namespace trackd::archive {
@@ -47,14 +50,46 @@ std::string schema_json() {
             column(ingest_batch_id, "ingest_batch_id", true, prim("long")));
 }
 
-std::string partition_fields_json() {
-    return fmt::format(
-        R"([{{"name":"recorded_at_day","transform":"day","source-id":{},"field-id":{}}}])",
-        field_id::recorded_at, field_id::partition_day);
+PartitionUnit partition_unit(const std::string& name) {
+    if (name == "day") return PartitionUnit::day;
+    if (name == "hour") return PartitionUnit::hour;
+    throw std::invalid_argument("archive: unknown partition transform '" + name + "'");
 }
 
-std::string partition_spec_json() {
-    return fmt::format(R"({{"spec-id":{},"fields":{}}})", kSpecId, partition_fields_json());
+const char* to_string(PartitionUnit unit) { return unit == PartitionUnit::hour ? "hour" : "day"; }
+
+std::string partition_field_name(PartitionUnit unit) {
+    return std::string("recorded_at_") + to_string(unit);
+}
+
+std::int32_t partition_of(PartitionUnit unit, std::int64_t micros) {
+    if (unit == PartitionUnit::day) return day_of(micros);
+    constexpr std::int64_t kHour = 3600LL * 1000000;
+    std::int64_t h = micros / kHour;
+    if (micros % kHour < 0) --h;
+    return static_cast<std::int32_t>(h);
+}
+
+std::string partition_path(PartitionUnit unit, std::int32_t value) {
+    const auto days =
+        unit == PartitionUnit::day ? value : (value >= 0 ? value / 24 : (value - 23) / 24);
+    const std::chrono::sys_days d{std::chrono::days{days}};
+    const std::chrono::year_month_day ymd{d};
+    auto out = fmt::format("{}={:04d}-{:02d}-{:02d}", partition_field_name(unit),
+                           static_cast<int>(ymd.year()), static_cast<unsigned>(ymd.month()),
+                           static_cast<unsigned>(ymd.day()));
+    if (unit == PartitionUnit::hour) out += fmt::format("-{:02d}", value - days * 24);
+    return out;
+}
+
+std::string partition_fields_json(PartitionUnit unit) {
+    return fmt::format(R"([{{"name":"{}","transform":"{}","source-id":{},"field-id":{}}}])",
+                       partition_field_name(unit), to_string(unit), field_id::recorded_at,
+                       field_id::partition);
+}
+
+std::string partition_spec_json(PartitionUnit unit) {
+    return fmt::format(R"({{"spec-id":{},"fields":{}}})", kSpecId, partition_fields_json(unit));
 }
 
 std::string sort_order_json() {

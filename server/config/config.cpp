@@ -140,13 +140,30 @@ std::string mask_dsn(const std::string& dsn) {
     return out;
 }
 
-// How a string setting is printed by check-config: as is, a DSN or URL with its password
-// masked, or wholly masked (when set).
-enum class Mask { none, dsn, all };
+// How check-config shows a secret: a DSN keeps everything but its password; an opaque secret
+// (a token) is shown as ****; a credential "id:secret" keeps its id.
+enum class Secret { none, dsn, opaque, credential };
+
+std::string mask(const std::string& value, Secret kind) {
+    switch (kind) {
+        case Secret::none:
+            return value;
+        case Secret::dsn:
+            return mask_dsn(value);
+        case Secret::opaque:
+            return value.empty() ? value : "****";
+        case Secret::credential: {
+            const auto colon = value.find(':');
+            return colon == std::string::npos ? (value.empty() ? value : "****")
+                                              : value.substr(0, colon + 1) + "****";
+        }
+    }
+    return value;
+}
 
 template <class S, class T>
 Field field(const char* section, const char* key, S Config::*sec, T S::*mem,
-            Mask secret = Mask::none) {
+            Secret secret = Secret::none) {
     Field f;
     f.section = section;
     f.key = key;
@@ -159,9 +176,7 @@ Field field(const char* section, const char* key, S Config::*sec, T S::*mem,
     f.to_toml = [sec, mem, secret](const Config& c) {
         static_cast<void>(secret);  // read only for strings; clang warns of an unused capture
         if constexpr (std::is_same_v<T, std::string>) {
-            const std::string& v = (c.*sec).*mem;
-            if (secret == Mask::dsn) return print(mask_dsn(v));
-            if (secret == Mask::all) return print(v.empty() ? v : std::string("****"));
+            if (secret != Secret::none) return print(mask((c.*sec).*mem, secret));
         }
         return print((c.*sec).*mem);
     };
@@ -177,15 +192,15 @@ const std::vector<Field>& fields() {
         field("kafka", "instance_id", &Config::kafka, &KafkaConfig::instance_id),
         field("kafka", "format", &Config::kafka, &KafkaConfig::format),
         field("kafka", "schema_registry_url", &Config::kafka, &KafkaConfig::schema_registry_url,
-              Mask::dsn),
+              Secret::dsn),
         field("kafka", "schema_registry_user", &Config::kafka, &KafkaConfig::schema_registry_user),
         field("kafka", "schema_registry_password", &Config::kafka,
-              &KafkaConfig::schema_registry_password, Mask::all),
+              &KafkaConfig::schema_registry_password, Secret::opaque),
         field("kafka", "schema_registry_token", &Config::kafka, &KafkaConfig::schema_registry_token,
-              Mask::all),
+              Secret::opaque),
         field("kafka", "schema_registry_timeout_ms", &Config::kafka,
               &KafkaConfig::schema_registry_timeout_ms),
-        field("pg", "dsn", &Config::pg, &PgConfig::dsn, Mask::dsn),
+        field("pg", "dsn", &Config::pg, &PgConfig::dsn, Secret::dsn),
         field("pg", "connect_timeout_s", &Config::pg, &PgConfig::connect_timeout_s),
         field("pg", "lock_timeout_ms", &Config::pg, &PgConfig::lock_timeout_ms),
         field("pg", "idle_in_transaction_timeout_ms", &Config::pg,
@@ -203,7 +218,7 @@ const std::vector<Field>& fields() {
         field("http", "max_connections", &Config::http, &HttpConfig::max_connections),
         field("http", "statement_timeout_ms", &Config::http, &HttpConfig::statement_timeout_ms),
         field("http", "pool_size", &Config::http, &HttpConfig::pool_size),
-        field("http", "pg_dsn", &Config::http, &HttpConfig::pg_dsn, true),
+        field("http", "pg_dsn", &Config::http, &HttpConfig::pg_dsn, Secret::dsn),
         field("http", "replica_max_lag_ms", &Config::http, &HttpConfig::replica_max_lag_ms),
         field("http", "max_limit", &Config::http, &HttpConfig::max_limit),
         field("http", "open_landing_pages", &Config::http, &HttpConfig::open_landing_pages),
@@ -230,7 +245,21 @@ const std::vector<Field>& fields() {
               &PostgisConfig::ddl_lock_timeout_ms),
         field("archive", "enabled", &Config::archive, &ArchiveConfig::enabled),
         field("archive", "warehouse", &Config::archive, &ArchiveConfig::warehouse),
+        field("archive", "catalog_type", &Config::archive, &ArchiveConfig::catalog_type),
         field("archive", "catalog", &Config::archive, &ArchiveConfig::catalog),
+        field("archive", "rest_uri", &Config::archive, &ArchiveConfig::rest_uri),
+        field("archive", "rest_warehouse", &Config::archive, &ArchiveConfig::rest_warehouse),
+        field("archive", "rest_token", &Config::archive, &ArchiveConfig::rest_token,
+              Secret::opaque),
+        field("archive", "rest_credential", &Config::archive, &ArchiveConfig::rest_credential,
+              Secret::credential),
+        field("archive", "rest_oauth2_uri", &Config::archive, &ArchiveConfig::rest_oauth2_uri),
+        field("archive", "rest_scope", &Config::archive, &ArchiveConfig::rest_scope),
+        field("archive", "rest_timeout_ms", &Config::archive, &ArchiveConfig::rest_timeout_ms),
+        field("archive", "partition", &Config::archive, &ArchiveConfig::partition),
+        field("archive", "compaction_interval_s", &Config::archive,
+              &ArchiveConfig::compaction_interval_s),
+        field("archive", "compact_min_files", &Config::archive, &ArchiveConfig::compact_min_files),
         field("archive", "namespace", &Config::archive, &ArchiveConfig::namespace_),
         field("archive", "table", &Config::archive, &ArchiveConfig::table),
         field("archive", "target_file_bytes", &Config::archive, &ArchiveConfig::target_file_bytes),
@@ -533,7 +562,31 @@ void validate(const Config& c) {
     require(c.postgis.retention.empty() || valid_interval(c.postgis.retention), "postgis.retention",
             "'" + c.postgis.retention +
                 "' is not '<N> hours', '<N> days', '<N> weeks' or '<N> months'");
-    require(!c.archive.warehouse.empty(), "archive.warehouse", "must not be empty");
+    const auto& a = c.archive;
+    require(a.catalog_type == "jdbc" || a.catalog_type == "rest", "archive.catalog_type",
+            "'" + a.catalog_type + "' is not one of jdbc, rest");
+    require(!a.warehouse.empty() || a.catalog_type == "rest", "archive.warehouse",
+            "must not be empty with the JDBC catalog (only a REST catalog chooses a location)");
+    if (a.catalog_type == "rest") {
+        require(a.rest_uri.rfind("http://", 0) == 0 && a.rest_uri.size() > 7, "archive.rest_uri",
+                a.rest_uri.empty()
+                    ? std::string("must be set when archive.catalog_type = \"rest\"")
+                    : "'" + a.rest_uri + "' is not an http:// URI (https is not supported yet)");
+        require(a.rest_token.empty() || a.rest_credential.empty(), "archive.rest_token",
+                "set either archive.rest_token or archive.rest_credential, not both");
+        require(a.rest_credential.empty() || a.rest_credential.find(':') != std::string::npos,
+                "archive.rest_credential", "must be \"client_id:client_secret\"");
+        require(a.rest_oauth2_uri.empty() || a.rest_oauth2_uri.rfind("http://", 0) == 0,
+                "archive.rest_oauth2_uri",
+                "'" + a.rest_oauth2_uri + "' is not an http:// URI (https is not supported yet)");
+    }
+    require(a.rest_timeout_ms >= 100 && a.rest_timeout_ms <= 600000, "archive.rest_timeout_ms",
+            "must be between 100 and 600000");
+    require(a.compaction_interval_s >= 0, "archive.compaction_interval_s",
+            "must not be negative (0 disables scheduled compaction)");
+    require(a.compact_min_files >= 2, "archive.compact_min_files", "must be at least 2");
+    require(a.partition == "day" || a.partition == "hour", "archive.partition",
+            "'" + a.partition + "' is not one of day, hour");
     for (const auto& [key, value] :
          {std::pair<const char*, const std::string*>{"archive.catalog", &c.archive.catalog},
           {"archive.namespace", &c.archive.namespace_},

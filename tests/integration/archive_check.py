@@ -23,7 +23,24 @@ import os
 import sys
 
 
+ARGS = None
+
+
+def local(uri):
+    """A file URI as a path: file:///x, file:/x (as Hadoop writes it) or /x."""
+    if uri.startswith("file://"):
+        return uri[len("file://"):]
+    if uri.startswith("file:"):
+        return uri[len("file:"):]
+    return uri
+
+
 def catalog(pg_dsn):
+    """PyIceberg's RestCatalog with --rest, else its SqlCatalog on trackd's PostgreSQL."""
+    if ARGS is not None and getattr(ARGS, "rest", None):
+        from pyiceberg.catalog.rest import RestCatalog
+
+        return RestCatalog("rest", uri=ARGS.rest)
     from pyiceberg.catalog.sql import SqlCatalog
 
     uri = pg_dsn.replace("postgresql://", "postgresql+psycopg2://", 1)
@@ -97,6 +114,44 @@ def compare(args):
     print(f"duckdb_rows={count}")
 
 
+def values(args):
+    """Every column of every row, PostGIS against Iceberg, as multisets; and data files per
+    partition."""
+    import collections
+    import struct
+
+    import psycopg2
+
+    pg = psycopg2.connect(args.pg)
+    cur = pg.cursor()
+    cur.execute("SELECT vehicle_id, (extract(epoch FROM recorded_at) * 1000000)::bigint, "
+                "ST_X(geom), ST_Y(geom), coalesce(ST_Z(geom), 0), speed_kmh, heading_deg, "
+                "accuracy_m, attributes::text, kafka_partition, kafka_offset, ingest_batch_id "
+                "FROM trackd.vehicle_telemetry_history")
+    pg_rows = collections.Counter(cur.fetchall())
+    table = catalog(args.pg).load_table(args.table)
+    data = table.scan().to_arrow()
+    cols = [data.column(n).to_pylist() for n in (
+        "vehicle_id", "recorded_at", "longitude", "latitude", "altitude", "speed_kmh",
+        "heading_deg", "accuracy_m", "attributes", "kafka_partition", "kafka_offset",
+        "ingest_batch_id")]
+    cols[1] = data.column("recorded_at").cast("int64").to_pylist()
+    ice_rows = collections.Counter(zip(*cols))
+    geometry = data.column("geometry").to_pylist()
+    bad_wkb = sum(1 for g, x, y, z in zip(geometry, cols[2], cols[3], cols[4])
+                  if g != struct.pack("<BIddd", 1, 1001, x, y, z))
+    print(f"pg_rows={sum(pg_rows.values())}")
+    print(f"iceberg_rows={sum(ice_rows.values())}")
+    print(f"values_match={int(pg_rows == ice_rows)}")
+    print(f"values_missing={sum((pg_rows - ice_rows).values())}")
+    print(f"values_extra={sum((ice_rows - pg_rows).values())}")
+    print(f"bad_wkb={bad_wkb}")
+    per_partition = collections.Counter(tuple(t.file.partition) for t in table.scan().plan_files())
+    print(f"partitions={len(per_partition)}")
+    print(f"data_files={sum(per_partition.values())}")
+    print(f"max_files_per_partition={max(per_partition.values()) if per_partition else 0}")
+
+
 def field_ids_missing(schema):
     missing = 0
     if isinstance(schema, list):
@@ -149,7 +204,7 @@ def table_info(args):
     print(f"snapshots={len(md.snapshots)}")
     print(f"snapshot_log={len(md.snapshot_log)}")
     snapshot = table.current_snapshot()
-    path = snapshot.manifest_list.replace("file://", "", 1)
+    path = local(snapshot.manifest_list)
     with open(path, "rb") as fh:
         print(f"current_manifests={sum(1 for _ in fastavro.reader(fh))}")
     print(f"current_operation={snapshot.summary.operation.value}")
@@ -157,9 +212,56 @@ def table_info(args):
     print(f"duckdb_rows={duckdb_connection().execute('SELECT count(*) FROM iceberg_scan(?)', [table.metadata_location]).fetchone()[0]}")
     print("snapshot_ids=" + ",".join(str(s.snapshot_id) for s in md.snapshots))
     print(f"analyst_note={table.properties.get('analyst.note', '')}")
+    spec = table.spec()
+    print("partition_fields=" + ",".join(f"{f.name}:{f.transform}" for f in spec.fields))
+    tasks = list(table.scan().plan_files())
+    print(f"data_files={len(tasks)}")
+    print(f"partitions={len({tuple(t.file.partition) for t in tasks})}")
+    folders = {os.path.basename(os.path.dirname(local(t.file.file_path))) for t in tasks}
+    print("partition_folders=" + ",".join(sorted(folders)))
+
+
+def touch_rest(args):
+    # Through a REST catalog a properties-only commit does not move main, so it is no conflict
+    # for trackd's commit (which asserts main): another writer here commits a snapshot, as a
+    # compaction by another engine would (same data: a "replace" snapshot of the same manifests,
+    # carrying the summary over), plus the property, straight through the REST API.
+    import shutil
+    import time
+    import uuid
+
+    import requests
+
+    table = catalog(args.pg).load_table(args.table)
+    md = table.metadata
+    current = table.current_snapshot()
+    ns, name = args.table.split(".")
+    new_id = int(uuid.uuid4().int >> 65)
+    old_list = current.manifest_list
+    new_list = old_list.rsplit("/", 1)[0] + f"/snap-{new_id}-1-{uuid.uuid4()}.avro"
+    shutil.copyfile(local(old_list), local(new_list))
+    summary = {k: v for k, v in current.summary.additional_properties.items()}
+    summary["operation"] = "replace"
+    snapshot = {"snapshot-id": new_id, "parent-snapshot-id": current.snapshot_id,
+                "sequence-number": md.last_sequence_number + 1,
+                "timestamp-ms": max(int(time.time() * 1000), md.last_updated_ms),
+                "manifest-list": new_list, "summary": summary, "schema-id": current.schema_id}
+    body = {"identifier": {"namespace": [ns], "name": name},
+            "requirements": [{"type": "assert-table-uuid", "uuid": str(md.table_uuid)},
+                             {"type": "assert-ref-snapshot-id", "ref": "main",
+                              "snapshot-id": current.snapshot_id}],
+            "updates": [{"action": "add-snapshot", "snapshot": snapshot},
+                        {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch",
+                         "snapshot-id": new_id},
+                        {"action": "set-properties", "updates": {"analyst.note": "kept"}}]}
+    r = requests.post(f"{args.rest}/v1/namespaces/{ns}/tables/{name}", json=body, timeout=30)
+    r.raise_for_status()
+    print(f"metadata_location={r.json()['metadata-location']}")
 
 
 def touch(args):
+    if args.rest:
+        return touch_rest(args)
     # A commit by another writer (PyIceberg through the same JDBC catalog): trackd's next commit
     # must build on it, keeping the property.
     table = catalog(args.pg).load_table(args.table)
@@ -173,7 +275,7 @@ def files(args):
     md = table.metadata
 
     def exists(uri):
-        return os.path.exists(uri.replace("file://", "", 1))
+        return os.path.exists(local(uri))
 
     refs = {table.metadata_location}
     refs.update(e.metadata_file for e in md.metadata_log)
@@ -215,9 +317,17 @@ def main():
     f = sub.add_parser("files")
     f.add_argument("--pg", required=True)
     f.add_argument("--table", default="trackd.vehicle_positions")
+    for sp in (c, t, w, f):
+        sp.add_argument("--rest", help="the REST catalog's URI (else the JDBC catalog in --pg)")
+    v = sub.add_parser("values")
+    v.add_argument("--pg", required=True)
+    v.add_argument("--table", default="trackd.vehicle_positions")
+    v.add_argument("--rest")
     args = p.parse_args()
+    global ARGS
+    ARGS = args
     {"compare": compare, "avro": avro, "table": table_info, "touch": touch,
-     "files": files}[args.cmd](args)
+     "files": files, "values": values}[args.cmd](args)
     return 0
 
 

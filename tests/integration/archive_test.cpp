@@ -1,11 +1,18 @@
 // The Iceberg archive end to end: history ingested by trackd from the real broker into the real
 // PostGIS, archived by `trackd run` / `trackd archive`, then read back by independent readers
-// (PyIceberg's SqlCatalog on the same PostgreSQL, DuckDB's iceberg_scan, fastavro) through
-// tests/integration/archive_check.py, in the project's .venv (scripts/python-env.sh).
+// (PyIceberg's SqlCatalog on the same PostgreSQL or its RestCatalog, DuckDB's iceberg_scan,
+// fastavro) through tests/integration/archive_check.py, in the project's .venv
+// (scripts/python-env.sh). The exactness, crash and conflicting-writer cases run against the
+// JDBC catalog (Archive.*) and against Apache Iceberg's REST catalog server (ArchiveRest.*,
+// scripts/iceberg-rest.sh).
 #include <filesystem>
 #include <random>
 
+#include <arpa/inet.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "support/archive_fixture.hpp"
 #include "support/ingest_harness.hpp"
@@ -13,8 +20,6 @@
 
 namespace trackd::test {
 namespace {
-
-constexpr const char* kLockName = "trackd.archive trackd.trackd.vehicle_positions";
 
 std::int64_t query_int(const std::string& dsn, const std::string& sql) {
     db::Connection conn(dsn, "test");
@@ -48,9 +53,10 @@ bool wait_for_log(const std::string& path, const std::string& text, std::chrono:
     return false;
 }
 
-TEST(Archive, IngestedHistoryReadBackByPyIcebergDuckDbAndFastavro) {
-    IngestHarness h("arch", 4);
-    ArchiveFixture a(h.db().dsn(), "arch");
+void ingested_history_read_back(CatalogKind kind) {
+    const std::string tag = kind == CatalogKind::rest ? "archrest" : "arch";
+    IngestHarness h(tag, 4);
+    ArchiveFixture a(h.db().dsn(), tag, kind);
     constexpr int kMessages = 30000;
     h.produce(300, kMessages);
     // trackd run archives as it ingests (archive.enabled); the test waits for an exact state.
@@ -79,7 +85,8 @@ TEST(Archive, IngestedHistoryReadBackByPyIcebergDuckDbAndFastavro) {
     expect_exact(a.check("compare"));
     expect_avro_ok(a.check("avro"));
 
-    // The database's mirror of the progress agrees with the table.
+    // The database's mirror of the progress agrees with the table (with a REST catalog it is
+    // written after each commit, not in the same transaction).
     const auto info = a.check("table");
     EXPECT_EQ(info.at("current_operation"), "append");
     EXPECT_EQ(query_int(h.db().dsn(),
@@ -95,8 +102,10 @@ TEST(Archive, IngestedHistoryReadBackByPyIcebergDuckDbAndFastavro) {
 
     // One archiver at a time: with the lock held elsewhere, --once refuses and says so.
     db::Connection holder(h.db().dsn(), "test lock holder");
+    const std::string lock_name =
+        "trackd.archive trackd." + a.namespace_name() + ".vehicle_positions";
     ASSERT_EQ(
-        holder.query("SELECT pg_try_advisory_lock(hashtextextended($1, 0))", {kLockName}).at(0, 0),
+        holder.query("SELECT pg_try_advisory_lock(hashtextextended($1, 0))", {lock_name}).at(0, 0),
         "t");
     once = a.archive("--once");
     EXPECT_EQ(once.exit_code, 3) << once.output;
@@ -104,14 +113,23 @@ TEST(Archive, IngestedHistoryReadBackByPyIcebergDuckDbAndFastavro) {
         << once.output;
 }
 
+TEST(Archive, IngestedHistoryReadBackByPyIcebergDuckDbAndFastavro) {
+    ingested_history_read_back(CatalogKind::jdbc);
+}
+
+TEST(ArchiveRest, IngestedHistoryReadBackByPyIcebergDuckDbAndFastavro) {
+    ingested_history_read_back(CatalogKind::rest);
+}
+
 // The reason the progress marker is not "the highest archived batch id": batch ids come from a
 // sequence but writers commit in parallel, so a lower id can commit after a higher one.
-TEST(Archive, BatchCommittingLaterWithALowerIdIsArchivedOnce) {
-    TestDatabase db("archorder");
+void batch_committing_later_archived_once(CatalogKind kind) {
+    const std::string tag = kind == CatalogKind::rest ? "archrestorder" : "archorder";
+    TestDatabase db(tag);
     auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
                          " migrate");
     ASSERT_EQ(m.exit_code, 0) << m.output;
-    ArchiveFixture a(db.dsn(), "archorder");
+    ArchiveFixture a(db.dsn(), tag, kind);
     auto insert = [](db::Connection& c, std::int64_t batch, int partition) {
         c.query(
             "INSERT INTO trackd.vehicle_telemetry_history SELECT 'veh-' || g, now() - g * "
@@ -138,9 +156,10 @@ TEST(Archive, BatchCommittingLaterWithALowerIdIsArchivedOnce) {
     EXPECT_NE(once.output.find("archived 10 rows"), std::string::npos) << once.output;
 
     slow.exec_script("COMMIT");  // the lower id commits after the higher one was archived
-    // Another writer (PyIceberg) commits while this archiver has written its new metadata file
-    // but not swapped it in: the compare-and-swap fails, the archiver reloads and commits on top.
-    const std::string log = ::testing::TempDir() + "archorder-" + std::to_string(getpid()) + ".log";
+    // Another writer (PyIceberg; through a REST catalog, a snapshot of its own) commits while
+    // this archiver has built its new version but not committed it: the compare-and-swap (the
+    // REST server's assert-ref-snapshot-id) fails, the archiver reloads and commits on top.
+    const std::string log = ::testing::TempDir() + tag + "-" + std::to_string(getpid()) + ".log";
     const std::string release = log + ".go";
     fs::remove(log);
     fs::remove(release);
@@ -161,16 +180,25 @@ TEST(Archive, BatchCommittingLaterWithALowerIdIsArchivedOnce) {
     EXPECT_EQ(a.check("table").at("analyst_note"), "kept");
 }
 
-TEST(Archive, SurvivesSigkillAtRandomMomentsAndDuringCommits) {
-    IngestHarness h("archcrash", 4);
-    ArchiveFixture a(h.db().dsn(), "archcrash");
-    constexpr int kMessages = 60000;
+TEST(Archive, BatchCommittingLaterWithALowerIdIsArchivedOnce) {
+    batch_committing_later_archived_once(CatalogKind::jdbc);
+}
+
+TEST(ArchiveRest, BatchCommittingLaterWithALowerIdIsArchivedOnceBesideAnotherWriter) {
+    batch_committing_later_archived_once(CatalogKind::rest);
+}
+
+void survives_sigkill(CatalogKind kind, int messages) {
+    const std::string tag = kind == CatalogKind::rest ? "archrestcrash" : "archcrash";
+    IngestHarness h(tag, 4);
+    ArchiveFixture a(h.db().dsn(), tag, kind);
+    const int kMessages = messages;
     // Ingest goes on (trackd run, archive disabled) while archivers are killed.
     ChildProcess fleet(h.fleet_command(500, kMessages, 4000), {},
-                       ::testing::TempDir() + "archcrash-fleet.log");
+                       ::testing::TempDir() + tag + "-fleet.log");
     auto trackd = h.start_trackd();
     const std::string log =
-        ::testing::TempDir() + "archcrash-archiver-" + std::to_string(getpid()) + ".log";
+        ::testing::TempDir() + tag + "-archiver-" + std::to_string(getpid()) + ".log";
     // Small files so that a commit writes several, and kills land between them too.
     const std::map<std::string, std::string> small = {
         {"TRACKD_ARCHIVE_TARGET_FILE_BYTES", "65536"}};
@@ -217,6 +245,62 @@ TEST(Archive, SurvivesSigkillAtRandomMomentsAndDuringCommits) {
     h.check_accounting(load_manifest(h.manifest_path()));
     expect_exact(a.check("compare"));
     expect_avro_ok(a.check("avro"));
+}
+
+TEST(Archive, SurvivesSigkillAtRandomMomentsAndDuringCommits) {
+    survives_sigkill(CatalogKind::jdbc, 60000);
+}
+
+// "catalog-transaction" is, with a REST catalog, the moment before the commit request leaves.
+TEST(ArchiveRest, SurvivesSigkillAtRandomMomentsAndDuringCommits) {
+    survives_sigkill(CatalogKind::rest, 30000);
+}
+
+// archive.partition = "hour": a new table is partitioned by hour(recorded_at), files in
+// recorded_at_hour=YYYY-MM-DD-HH folders that PyIceberg and DuckDB read; a later run configured
+// for day partitions is refused, naming the key, since a table's spec is fixed at creation.
+TEST(Archive, HourPartitionsFixedAtCreation) {
+    TestDatabase db("archhour");
+    auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
+                         " migrate");
+    ASSERT_EQ(m.exit_code, 0) << m.output;
+    ArchiveFixture a(db.dsn(), "archhour");
+    db::Connection conn(db.dsn(), "test");
+    // 30 rows, one every 5 minutes from 10:00 UTC yesterday: hours 10, 11 and 12.
+    conn.query(
+        "INSERT INTO trackd.vehicle_telemetry_history SELECT 'veh-' || (g % 4), "
+        "date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' - interval '14 hours' + "
+        "g * interval '5 minutes', ST_SetSRID(ST_MakePoint(13 + g * 0.001, 52, 0), 4326), 10, "
+        "NULL, NULL, NULL, 1, 0, g FROM generate_series(0, 29) g");
+    auto once = a.archive("--once", {{"TRACKD_ARCHIVE_PARTITION", "hour"}});
+    ASSERT_EQ(once.exit_code, 0) << once.output;
+    auto info = a.check("table");
+    EXPECT_EQ(info.at("partition_fields"), "recorded_at_hour:hour");
+    EXPECT_EQ(info.at("partitions"), "3");
+    EXPECT_EQ(info.at("data_files"), "3");
+    const auto y = query_int(db.dsn(),
+                             "SELECT extract(epoch FROM date_trunc('day', now() AT "
+                             "TIME ZONE 'UTC') - interval '1 day')::bigint");
+    const auto day =
+        std::chrono::year_month_day{std::chrono::sys_days{std::chrono::days{y / 86400}}};
+    const auto prefix =
+        fmt::format("recorded_at_hour={:04d}-{:02d}-{:02d}-", static_cast<int>(day.year()),
+                    static_cast<unsigned>(day.month()), static_cast<unsigned>(day.day()));
+    EXPECT_EQ(info.at("partition_folders"), prefix + "10," + prefix + "11," + prefix + "12");
+    expect_exact(a.check("compare"));
+
+    conn.query(
+        "INSERT INTO trackd.vehicle_telemetry_history SELECT 'veh-1', now() - g * interval '1 "
+        "minute', ST_SetSRID(ST_MakePoint(13, 52, 0), 4326), 10, NULL, NULL, NULL, 2, 0, 100 + g "
+        "FROM generate_series(1, 5) g");
+    once = a.archive("--once");  // archive.partition defaults to day
+    EXPECT_NE(once.exit_code, 0) << once.output;
+    EXPECT_NE(once.output.find("is partitioned by hour(2)"), std::string::npos) << once.output;
+    EXPECT_NE(once.output.find("archive.partition = \"day\""), std::string::npos) << once.output;
+    once = a.archive("--once", {{"TRACKD_ARCHIVE_PARTITION", "hour"}});
+    ASSERT_EQ(once.exit_code, 0) << once.output;
+    EXPECT_NE(once.output.find("archived 5 rows"), std::string::npos) << once.output;
+    expect_exact(a.check("compare"));
 }
 
 TEST(Archive, RetentionKeepsPartitionsUntilTheirRowsAreArchived) {
@@ -346,6 +430,96 @@ TEST(Archive, MaintenanceAfter200CommitsExpiresMergesAndDeletesOrphans) {
     expect_exact(a.check("compare"));
 }
 
+// Compaction after 200 small commits over two day partitions (400 files): the small files of
+// each partition are rewritten into one, in sort order, as a "replace" snapshot carrying the
+// progress; every value of every row is still PostGIS's (multiset, Kafka coordinates included).
+// The compaction commits beside an archiver: paused after building its version, an archive
+// snapshot is committed first, so its swap fails and it rebuilds on top. Snapshot expiry then
+// deletes the replaced files.
+TEST(Archive, CompactionAfter200SmallCommitsKeepsEveryRow) {
+    TestDatabase db("archcompact");
+    auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
+                         " migrate");
+    ASSERT_EQ(m.exit_code, 0) << m.output;
+    ArchiveFixture a(db.dsn(), "archcompact");
+    db::Connection conn(db.dsn(), "test");
+    auto insert = [&](int batch) {
+        conn.query(
+            "INSERT INTO trackd.vehicle_telemetry_history SELECT 'veh-' || (g % 3), now() - "
+            "(g % 2) * interval '1 day' - $1::int * interval '1 second', "
+            "ST_SetSRID(ST_MakePoint(13 + g * 0.01, 52 - $1::int * 0.0001, g), 4326), "
+            "CASE WHEN g % 3 = 0 THEN NULL ELSE 10 + g END, 90, NULL, "
+            "CASE WHEN g = 1 THEN jsonb_build_object('batch', $1::int) END, $1::bigint, "
+            "$1::int % 2, $1::bigint * 100 + g FROM generate_series(1, 6) g",
+            {std::to_string(batch)});
+    };
+    // Two days: now and a day earlier, minus up to 200 s (within 200 s of midnight UTC a third
+    // day would appear and the counts below would not hold).
+    for (int i = 1; i <= 200; ++i) {
+        insert(i);
+        const auto once = a.archive("--once");
+        ASSERT_EQ(once.exit_code, 0) << once.output;
+        ASSERT_NE(once.output.find("in 1 commits"), std::string::npos) << once.output;
+    }
+    auto v = a.check("values");
+    EXPECT_EQ(v.at("values_match"), "1");
+    const int partitions = std::stoi(v.at("partitions"));
+    ASSERT_GE(partitions, 2);
+    ASSERT_GE(std::stoi(v.at("max_files_per_partition")), 100);
+
+    const std::string log =
+        ::testing::TempDir() + "archcompact-" + std::to_string(getpid()) + ".log";
+    const std::string release = log + ".go";
+    fs::remove(log);
+    fs::remove(release);
+    ChildProcess compactor({trackd_binary(), "archive", "compact"},
+                           a.env({{"TRACKD_TEST_ARCHIVE_PAUSE_AT", "metadata-written@" + release}}),
+                           log);
+    ASSERT_TRUE(wait_for_log(log, "archive paused at metadata-written", std::chrono::seconds(120)))
+        << IngestHarness::read_file(log);
+    insert(201);  // the archiver commits first
+    const auto once = a.archive("--once");
+    ASSERT_EQ(once.exit_code, 0) << once.output;
+    std::ofstream(release) << "go";
+    ASSERT_EQ(compactor.wait(), 0) << IngestHarness::read_file(log);
+    const auto out = IngestHarness::read_file(log);
+    EXPECT_NE(out.find("archive commit conflict, retrying"), std::string::npos) << out;
+    EXPECT_NE(out.find("compaction: " + std::to_string(partitions) +
+                       " partitions, 400 files "
+                       "rewritten into " +
+                       std::to_string(partitions) + " (1200 rows)"),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find("at most 0 small files in a partition"), std::string::npos) << out;
+
+    v = a.check("values");
+    EXPECT_EQ(v.at("values_match"), "1")
+        << "missing " << v.at("values_missing") << ", extra " << v.at("values_extra");
+    EXPECT_EQ(v.at("iceberg_rows"), "1206");
+    EXPECT_EQ(v.at("bad_wkb"), "0");
+    // One compacted file per partition, plus the batch committed meanwhile (one file per day).
+    EXPECT_LE(std::stoi(v.at("max_files_per_partition")), 2);
+    EXPECT_LT(std::stoi(v.at("max_files_per_partition")), 8) << "archive.compact_min_files";
+    expect_exact(a.check("compare"));
+    auto info = a.check("table");
+    // The archiver's append won the swap; the compaction's replace went on top of it.
+    EXPECT_EQ(info.at("current_operation"), "replace");
+
+    // Expiry: the replaced files go with the snapshots that referenced them.
+    const auto r = a.archive("maintain", {{"TRACKD_ARCHIVE_SNAPSHOT_MAX_AGE_S", "0"},
+                                          {"TRACKD_ARCHIVE_MIN_SNAPSHOTS_TO_KEEP", "1"},
+                                          {"TRACKD_ARCHIVE_ORPHAN_MIN_AGE_S", "0"}});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    int parquet = 0;
+    for (const auto& e : fs::recursive_directory_iterator(a.table_dir() + "/data")) {
+        if (e.is_regular_file() && e.path().extension() == ".parquet") ++parquet;
+    }
+    v = a.check("values");
+    EXPECT_EQ(parquet, std::stoi(v.at("data_files"))) << "replaced files left behind";
+    EXPECT_EQ(v.at("values_match"), "1");
+    expect_avro_ok(a.check("avro"));
+}
+
 // The answer to the catalog's COMMIT is lost on the wire (tests/support/pg_fault_proxy.hpp: the
 // server commits, the proxy closes both sockets instead of forwarding "COMMIT"). The archiver
 // must learn the outcome from the catalog on a new connection, not guess it: before, it read the
@@ -462,6 +636,191 @@ TEST(Archive, LostCatalogCommitRepliesLoseNothing) {
     EXPECT_NE(once.output.find("archived 25 rows in 1 commits"), std::string::npos) << once.output;
     expect_consistent("3", true);
     expect_avro_ok(a.check("avro"));
+}
+
+// A free port on 127.0.0.1 for a proxy the test starts (the kernel's pick, released at once).
+unsigned short free_port() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    socklen_t len = sizeof addr;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    ::close(fd);
+    return ntohs(addr.sin_port);
+}
+
+// tests/integration/rest_proxy.py in front of the REST catalog server: a token check of the
+// test's own (the server enforces none), lost commit replies, failed commits.
+struct RestProxy {
+    std::string log;
+    std::string uri;
+    std::unique_ptr<ChildProcess> process;
+
+    RestProxy(const std::string& tag, const std::vector<std::string>& options) {
+        const auto port = free_port();
+        log = ::testing::TempDir() + tag + "-proxy-" + std::to_string(getpid()) + ".log";
+        fs::remove(log);
+        std::vector<std::string> argv = {
+            std::string(TRACKD_SOURCE_DIR) + "/.venv/bin/python",
+            std::string(TRACKD_SOURCE_DIR) + "/tests/integration/rest_proxy.py",
+            "--listen",
+            std::to_string(port),
+            "--upstream",
+            iceberg_rest_uri()};
+        argv.insert(argv.end(), options.begin(), options.end());
+        process = std::make_unique<ChildProcess>(argv, std::map<std::string, std::string>{}, log);
+        uri = "http://127.0.0.1:" + std::to_string(port);
+        EXPECT_TRUE(wait_for_log(log, "listening on", std::chrono::seconds(30)))
+            << IngestHarness::read_file(log);
+    }
+    [[nodiscard]] std::size_t count(const std::string& what) const {
+        return count_of(IngestHarness::read_file(log), what);
+    }
+};
+
+void insert_rows(db::Connection& c, int batch, int rows) {
+    c.query(
+        "INSERT INTO trackd.vehicle_telemetry_history SELECT 'veh-' || (g % 5), now() - g * "
+        "interval '1 second' - $1::int * interval '1 minute', ST_SetSRID(ST_MakePoint(13 + g * "
+        "0.001, 52, 0), 4326), 10, NULL, NULL, NULL, $1::bigint, 0, $1::bigint * 1000 + g FROM "
+        "generate_series(1, $2::int) g",
+        {std::to_string(batch), std::to_string(rows)});
+}
+
+// OAuth2 client credentials (archive.rest_credential) against the proxy's token check: tokens
+// refused after three uses are renewed; a wrong secret stops with a message naming the key; a
+// static bearer token (archive.rest_token) works too.
+TEST(ArchiveRest, OAuth2ClientCredentialsAndStaticBearerToken) {
+    TestDatabase db("archrestauth");
+    auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
+                         " migrate");
+    ASSERT_EQ(m.exit_code, 0) << m.output;
+    ArchiveFixture a(db.dsn(), "archrestauth", CatalogKind::rest);
+    RestProxy proxy("archrestauth",
+                    {"--client-id", "trackd-archiver", "--client-secret", "s3cret&=value",
+                     "--token", "static-bearer", "--token-uses", "3"});
+    db::Connection conn(db.dsn(), "test writer");
+    insert_rows(conn, 1, 40);
+
+    auto once = a.archive("--once", {{"TRACKD_ARCHIVE_REST_URI", proxy.uri}});
+    EXPECT_NE(once.exit_code, 0) << "no credentials: the proxy refuses every request";
+    EXPECT_NE(once.output.find("401"), std::string::npos) << once.output;
+
+    once = a.archive("--once", {{"TRACKD_ARCHIVE_REST_URI", proxy.uri},
+                                {"TRACKD_ARCHIVE_REST_CREDENTIAL", "trackd-archiver:wrong"}});
+    EXPECT_NE(once.exit_code, 0);
+    EXPECT_NE(once.output.find("check archive.rest_credential"), std::string::npos) << once.output;
+    EXPECT_EQ(proxy.count("credential refused"), 1U);
+
+    once =
+        a.archive("--once", {{"TRACKD_ARCHIVE_REST_URI", proxy.uri},
+                             {"TRACKD_ARCHIVE_REST_CREDENTIAL", "trackd-archiver:s3cret&=value"}});
+    ASSERT_EQ(once.exit_code, 0) << once.output << IngestHarness::read_file(proxy.log);
+    EXPECT_NE(once.output.find("archived 40 rows in 1 commits"), std::string::npos) << once.output;
+    EXPECT_EQ(once.output.find("s3cret"), std::string::npos) << "a secret in the output";
+    // More than three requests per archive round: the first token was refused and renewed.
+    EXPECT_GE(proxy.count("token issued"), 2U) << IngestHarness::read_file(proxy.log);
+    EXPECT_GE(proxy.count("token refused"), 2U) << IngestHarness::read_file(proxy.log);
+
+    insert_rows(conn, 2, 30);
+    once = a.archive("--once", {{"TRACKD_ARCHIVE_REST_URI", proxy.uri},
+                                {"TRACKD_ARCHIVE_REST_TOKEN", "static-bearer"}});
+    ASSERT_EQ(once.exit_code, 0) << once.output;
+    EXPECT_NE(once.output.find("archived 30 rows in 1 commits"), std::string::npos) << once.output;
+
+    const auto shown = run_command(
+        env_prefix(a.env({{"TRACKD_ARCHIVE_REST_CREDENTIAL", "trackd-archiver:s3cret&=value"}})) +
+        trackd_binary() + " check-config");
+    EXPECT_EQ(shown.exit_code, 0) << shown.output;
+    EXPECT_NE(shown.output.find("rest_credential = \"trackd-archiver:****\""), std::string::npos)
+        << shown.output;
+    EXPECT_EQ(shown.output.find("s3cret"), std::string::npos) << shown.output;
+    const auto c = a.check("compare");
+    expect_exact(c);
+    EXPECT_EQ(c.at("iceberg_rows"), "70");
+}
+
+// Commits whose answer never comes back (the proxy forwards the commit, the server applies it,
+// the proxy closes the connection instead of answering), or that fail with a 503 before reaching
+// the server: each outcome is learnt from the catalog (the table, or the same request sent again,
+// which asserts main at the base and so applies at most once), never guessed. Then maintenance
+// (merge manifests: a new snapshot; expiry: snapshots removed) with both its replies lost.
+TEST(ArchiveRest, LostAndFailedCommitRepliesLoseNothing) {
+    TestDatabase db("archrestlost");
+    auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
+                         " migrate");
+    ASSERT_EQ(m.exit_code, 0) << m.output;
+    ArchiveFixture a(db.dsn(), "archrestlost", CatalogKind::rest);
+    db::Connection conn(db.dsn(), "test writer");
+
+    {
+        RestProxy proxy("archrestlost", {"--lose-commit-replies", "1"});
+        insert_rows(conn, 1, 25);
+        const auto once = a.archive("--once", {{"TRACKD_ARCHIVE_REST_URI", proxy.uri}});
+        ASSERT_EQ(once.exit_code, 0) << once.output;
+        EXPECT_EQ(proxy.count("commit reply lost"), 1U);
+        EXPECT_EQ(count_of(once.output, "archive commit found committed after its reply was lost"),
+                  1U)
+            << once.output;
+        EXPECT_NE(once.output.find("archived 25 rows in 1 commits"), std::string::npos)
+            << once.output;
+    }
+    {
+        RestProxy proxy("archrestfail", {"--fail-commits", "1"});
+        insert_rows(conn, 2, 25);
+        const auto once = a.archive("--once", {{"TRACKD_ARCHIVE_REST_URI", proxy.uri}});
+        ASSERT_EQ(once.exit_code, 0) << once.output;
+        EXPECT_EQ(proxy.count("commit failed 503"), 1U);
+        // Sent again: applied once, by the second request.
+        EXPECT_EQ(count_of(once.output, "archive commit found committed after its reply was lost"),
+                  1U)
+            << once.output;
+        EXPECT_NE(once.output.find("archived 25 rows in 1 commits"), std::string::npos)
+            << once.output;
+    }
+    insert_rows(conn, 3, 25);
+    ASSERT_EQ(a.archive("--once").exit_code, 0);
+    auto f = a.check("files");
+    EXPECT_EQ(f.at("missing_files"), "0");
+    EXPECT_EQ(f.at("snapshots"), "3") << "a snapshot of the same rows twice";
+    expect_exact(a.check("compare"));
+    {
+        RestProxy proxy("archrestmaint", {"--lose-commit-replies", "2"});
+        const auto r = a.archive("maintain", {{"TRACKD_ARCHIVE_REST_URI", proxy.uri},
+                                              {"TRACKD_ARCHIVE_SNAPSHOT_MAX_AGE_S", "0"},
+                                              {"TRACKD_ARCHIVE_MIN_SNAPSHOTS_TO_KEEP", "2"},
+                                              {"TRACKD_ARCHIVE_MAX_MANIFESTS", "2"},
+                                              {"TRACKD_ARCHIVE_ORPHAN_MIN_AGE_S", "0"}});
+        ASSERT_EQ(r.exit_code, 0) << r.output;
+        EXPECT_EQ(proxy.count("commit reply lost"), 2U);
+        EXPECT_EQ(count_of(r.output, "archive commit found committed after its reply was lost"), 2U)
+            << r.output;
+        EXPECT_NE(r.output.find("maintenance: 3 manifests merged, 2 snapshots expired"),
+                  std::string::npos)
+            << r.output;
+    }
+    f = a.check("files");
+    EXPECT_EQ(f.at("missing_files"), "0");
+    EXPECT_EQ(f.at("snapshots"), "2");
+    EXPECT_EQ(a.check("table").at("current_operation"), "replace");
+    const auto c = a.check("compare");
+    expect_exact(c);
+    EXPECT_EQ(c.at("iceberg_rows"), "75");
+    // The mirror the retention guard reads follows the table.
+    EXPECT_EQ(query_int(db.dsn(), "SELECT archived_seq FROM trackd.archive_progress"),
+              std::stoll(f.at("property_archive_seq")));
+
+    // Compaction through the REST catalog: the three small files become one per partition.
+    const auto r = a.archive("compact", {{"TRACKD_ARCHIVE_COMPACT_MIN_FILES", "2"}});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("files rewritten into"), std::string::npos) << r.output;
+    const auto v = a.check("values");
+    EXPECT_EQ(v.at("values_match"), "1");
+    EXPECT_EQ(v.at("iceberg_rows"), "75");
+    EXPECT_EQ(v.at("max_files_per_partition"), "1");
+    EXPECT_EQ(a.check("table").at("current_operation"), "replace");
 }
 
 }  // namespace

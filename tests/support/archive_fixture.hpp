@@ -1,7 +1,9 @@
 // The Iceberg archive's side of the end-to-end tests: a fresh warehouse per test, the archive
 // settings for trackd, and the read-back by independent readers (PyIceberg, DuckDB, fastavro)
 // through tests/integration/archive_check.py in the project's .venv, with the assertions of
-// "the table holds exactly the history, once".
+// "the table holds exactly the history, once". The same tests run against the JDBC catalog in
+// the test's PostgreSQL and against Apache Iceberg's REST catalog server (one server for every
+// test: each test's table is in a namespace of its own, in the test's own warehouse).
 #pragma once
 
 #include <filesystem>
@@ -14,6 +16,7 @@
 
 #include "support/child_process.hpp"
 #include "support/process.hpp"
+#include "support/services.hpp"
 
 namespace trackd::test {
 
@@ -36,12 +39,21 @@ inline std::string env_prefix(const std::map<std::string, std::string>& env) {
     return out + " ";
 }
 
+enum class CatalogKind { jdbc, rest };
+
+inline const char* to_string(CatalogKind k) { return k == CatalogKind::rest ? "rest" : "jdbc"; }
+
 // The archive's settings for one test: a fresh warehouse, quick commits.
 class ArchiveFixture {
   public:
-    ArchiveFixture(const std::string& dsn, const std::string& tag)
+    ArchiveFixture(const std::string& dsn, const std::string& tag,
+                   CatalogKind kind = CatalogKind::jdbc)
         : dsn_(dsn),
-          warehouse_(::testing::TempDir() + "trackd-wh-" + tag + "-" + std::to_string(getpid())) {
+          kind_(kind),
+          warehouse_(::testing::TempDir() + "trackd-wh-" + tag + "-" + std::to_string(getpid())),
+          namespace_(kind == CatalogKind::rest ? "t_" + tag + "_" + std::to_string(getpid()) + "_" +
+                                                     std::to_string(time(nullptr))
+                                               : "trackd") {
         fs::remove_all(warehouse_);
         fs::create_directories(warehouse_);
     }
@@ -50,7 +62,11 @@ class ArchiveFixture {
         fs::remove_all(warehouse_, ec);
     }
 
-    [[nodiscard]] std::string table_dir() const { return warehouse_ + "/trackd/vehicle_positions"; }
+    [[nodiscard]] std::string table_dir() const {
+        return warehouse_ + "/" + namespace_ + "/vehicle_positions";
+    }
+    [[nodiscard]] CatalogKind kind() const { return kind_; }
+    [[nodiscard]] const std::string& namespace_name() const { return namespace_; }
 
     [[nodiscard]] std::map<std::string, std::string> env(
         std::map<std::string, std::string> extra = {}) const {
@@ -58,6 +74,11 @@ class ArchiveFixture {
                                                 {"TRACKD_ARCHIVE_WAREHOUSE", warehouse_},
                                                 {"TRACKD_ARCHIVE_COMMIT_INTERVAL_S", "1"},
                                                 {"TRACKD_ARCHIVE_POLL_INTERVAL_MS", "100"}};
+        if (kind_ == CatalogKind::rest) {
+            e["TRACKD_ARCHIVE_CATALOG_TYPE"] = "rest";
+            e["TRACKD_ARCHIVE_REST_URI"] = iceberg_rest_uri();
+            e["TRACKD_ARCHIVE_NAMESPACE"] = namespace_;
+        }
         for (auto& [k, v] : extra) e[k] = v;
         return e;
     }
@@ -76,16 +97,22 @@ class ArchiveFixture {
     std::map<std::string, std::string> check(const std::string& what) const {
         const std::string py = std::string(TRACKD_SOURCE_DIR) + "/.venv/bin/python " +
                                TRACKD_SOURCE_DIR + "/tests/integration/archive_check.py ";
-        const auto r = run_command(
-            py + what +
-            (what == "avro" ? " --dir " + shell_quote(table_dir()) : " --pg " + shell_quote(dsn_)));
+        std::string args = what == "avro" ? " --dir " + shell_quote(table_dir())
+                                          : " --pg " + shell_quote(dsn_) + " --table " +
+                                                namespace_ + ".vehicle_positions";
+        if (kind_ == CatalogKind::rest && what != "avro") {
+            args += " --rest " + shell_quote(iceberg_rest_uri());
+        }
+        const auto r = run_command(py + what + args);
         EXPECT_EQ(r.exit_code, 0) << r.output;
         return parse_kv(r.output);
     }
 
   private:
     std::string dsn_;
+    CatalogKind kind_;
     std::string warehouse_;
+    std::string namespace_;
 };
 
 // Every assertion of "the table holds exactly the history, once".

@@ -1,7 +1,8 @@
 // Where the integration tests find the real services that scripts/services.sh started.
-// Override with TEST_PG_ADMIN_DSN (a superuser DSN; tests create and drop their own databases)
-// and TEST_KAFKA_BROKERS, TEST_PG_REPLICA_DSN for the streaming replica. A service that is not
-// there fails the test: it never skips.
+// Override with TEST_PG_ADMIN_DSN (a superuser DSN; tests create and drop their own databases),
+// TEST_KAFKA_BROKERS, TEST_PG_REPLICA_DSN for the streaming replica, TEST_REGISTRY_URL for the
+// schema registry and TEST_ICEBERG_REST_URI (Apache Iceberg's REST catalog server,
+// scripts/iceberg-rest.sh). A service that is not there fails the test: it never skips.
 #pragma once
 
 #include <cstdlib>
@@ -32,6 +33,10 @@ inline std::string registry_url() {
         "TEST_REGISTRY_URL",
         ("http://127.0.0.1:" + env_or("LOCAL_REGISTRY_PORT", "58081") + "/apis/ccompat/v7")
             .c_str());
+}
+
+inline std::string iceberg_rest_uri() {
+    return env_or("TEST_ICEBERG_REST_URI", "http://127.0.0.1:55181");
 }
 
 }  // namespace trackd::test

@@ -35,6 +35,16 @@ struct MaintainReport {
     int partitions_dropped = 0;
 };
 
+struct CompactReport {
+    int partitions = 0;
+    int files_rewritten = 0;
+    int files_written = 0;
+    std::int64_t rows = 0;
+    int data_files_before = 0;
+    int data_files_after = 0;
+    int max_small_files_per_partition = 0;  // afterwards
+};
+
 class Archiver {
   public:
     explicit Archiver(const config::Config& config);
@@ -51,6 +61,9 @@ class Archiver {
     ArchiveReport archive_pending();
     // Expire snapshots, merge manifests, delete orphans, apply retention. Requires the lock.
     MaintainReport maintain();
+    // Rewrites small data files (archive.compact_min_files, archive.target_file_bytes). Needs
+    // no lock: it commits beside a running archiver (each retries on the other's commit).
+    CompactReport compact();
     // The loop of `trackd archive` and of `trackd run` with archive.enabled: waits for the lock,
     // commits when archive.target_file_bytes are pending or the oldest pending batch is
     // archive.commit_interval_s old, maintains every archive.maintenance_interval_s. Returns

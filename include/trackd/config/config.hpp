@@ -117,10 +117,23 @@ struct PostgisConfig {
 
 // The Iceberg archive (docs/archive.md): history rows -> Parquet -> Iceberg v2 table.
 struct ArchiveConfig {
-    bool enabled = false;                                 // archive inside `trackd run`
-    std::string warehouse = "/var/lib/trackd/warehouse";  // local directory (or file:// URI)
-    std::string catalog = "trackd";                       // catalog_name in the JDBC catalog tables
-    std::string namespace_ = "trackd";                    // [archive] namespace
+    bool enabled = false;  // archive inside `trackd run`
+    // Local directory (or file:// URI). With a REST catalog, empty lets the catalog choose the
+    // table's location (its warehouse).
+    std::string warehouse = "/var/lib/trackd/warehouse";
+    std::string catalog_type = "jdbc";  // "jdbc" (tables in trackd's PostgreSQL) or "rest"
+    std::string catalog = "trackd";     // catalog_name in the JDBC catalog tables
+    // The Iceberg REST catalog (catalog_type = "rest"); names as PyIceberg's RestCatalog has them.
+    std::string rest_uri;        // uri: "http://host:8181" (the part before /v1)
+    std::string rest_warehouse;  // warehouse: sent to GET /v1/config (Polaris: the catalog name)
+    std::string rest_token;      // token: a static bearer token
+    std::string
+        rest_credential;  // credential: "client_id:client_secret" (OAuth2 client credentials)
+    std::string rest_oauth2_uri;         // oauth2-server-uri: default <rest_uri>/v1/oauth/tokens
+    std::string rest_scope = "catalog";  // scope of the OAuth2 token request
+    int rest_timeout_ms = 30000;         // one request's limit (connect, send, answer)
+    std::string partition = "day";       // day(recorded_at) or hour(recorded_at), at creation
+    std::string namespace_ = "trackd";   // [archive] namespace
     std::string table = "vehicle_positions";
     std::int64_t target_file_bytes = 128LL << 20;  // a commit as soon as this much is pending...
     int commit_interval_s = 120;        // ...or when the oldest pending batch is this old
@@ -131,6 +144,11 @@ struct ArchiveConfig {
     int max_manifests = 8;  // merge the current snapshot's manifests when there are more
     std::int64_t orphan_min_age_s = 3LL * 24 * 3600;  // unreferenced files older than this go
     int metadata_versions_max = 20;                   // old metadata.json files kept
+    // Compaction: a partition with at least compact_min_files data files under 3/4 of
+    // target_file_bytes has them rewritten into target-sized files, every compaction_interval_s
+    // inside the loop (0: only `trackd archive compact`).
+    int compaction_interval_s = 3600;
+    int compact_min_files = 8;
 };
 
 // GET /metrics (Prometheus text format). Empty listen: served on http.listen, unauthenticated;

@@ -102,7 +102,7 @@ TEST(Manifest, SchemasCarryEveryFieldId) {
 TEST(Manifest, ManifestAndListRoundTrip) {
     DataFile f;
     f.path = "file:///w/data/a.parquet";
-    f.partition_day = 20000;
+    f.partition = 20000;
     f.record_count = 42;
     f.file_size_in_bytes = 1234;
     f.value_counts[1] = 42;

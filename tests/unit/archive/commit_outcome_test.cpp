@@ -35,21 +35,24 @@ class FakeCatalog final : public Catalog {
     int settles = 0;
 
     std::optional<std::string> load(const TableIdent& /*t*/) override { return location; }
-    bool create(const TableIdent& /*t*/, const std::string& loc) override {
+    bool create(const TableIdent& /*t*/, const std::string& loc,
+                const json& /*metadata*/) override {
         if (location) return false;
         location = loc;
         return true;
     }
-    bool commit(const TableIdent& /*t*/, const std::string& base, const std::string& next,
-                const std::optional<CommitProgress>& /*progress*/) override {
+    std::optional<std::string> commit(const TableIdent& /*t*/, const TableChange& change,
+                                      const std::optional<CommitProgress>& /*progress*/) override {
+        const auto& base = change.base_location;
+        const auto& next = change.next_location;
         ++commits;
-        if (location != base) return false;
+        if (location != base) return std::nullopt;
         const auto mode = lost.empty() ? Lost::none : lost.front();
         if (!lost.empty()) lost.pop_front();
         if (mode == Lost::not_applied) throw CommitStateUnknown("connection lost");
         location = next;
         if (mode == Lost::applied) throw CommitStateUnknown("connection lost");
-        return true;
+        return next;
     }
     std::optional<std::string> load_settled(const TableIdent& /*t*/) override {
         ++settles;
@@ -77,7 +80,7 @@ class CommitOutcome : public ::testing::Test {
     std::vector<DataFile> files(int rows) {
         DataFile f;
         f.path = table_->new_data_file(20000).first;
-        f.partition_day = 20000;
+        f.partition = 20000;
         f.record_count = rows;
         f.file_size_in_bytes = 100;
         return {f};

@@ -211,6 +211,41 @@ retention = "30 days"
     EXPECT_EQ(c.postgis.retention, "30 days");
 }
 
+TEST(ArchiveConfig, RestCatalogKeysAndMaskedSecrets) {
+    const auto d = load_from_string("", "test.toml", {});
+    EXPECT_EQ(d.archive.catalog_type, "jdbc");
+    EXPECT_EQ(d.archive.partition, "day");
+    EXPECT_EQ(d.archive.rest_scope, "catalog");
+    const auto c = load_from_string(R"(
+[archive]
+catalog_type = "rest"
+rest_uri = "http://polaris:8181/api/catalog"
+rest_warehouse = "fleet"
+rest_credential = "trackd-archiver:s3cret-value"
+rest_scope = "PRINCIPAL_ROLE:ALL"
+warehouse = ""
+partition = "hour"
+)",
+                                    "test.toml", {{"TRACKD_ARCHIVE_REST_TIMEOUT_MS", "5000"}});
+    EXPECT_EQ(c.archive.catalog_type, "rest");
+    EXPECT_EQ(c.archive.rest_uri, "http://polaris:8181/api/catalog");
+    EXPECT_EQ(c.archive.rest_warehouse, "fleet");
+    EXPECT_EQ(c.archive.rest_scope, "PRINCIPAL_ROLE:ALL");
+    EXPECT_EQ(c.archive.rest_timeout_ms, 5000);
+    EXPECT_EQ(c.archive.partition, "hour");
+    EXPECT_TRUE(c.archive.warehouse.empty());
+    auto text = to_masked_toml(c);
+    EXPECT_EQ(text.find("s3cret-value"), std::string::npos) << text;
+    EXPECT_NE(text.find("rest_credential = \"trackd-archiver:****\""), std::string::npos) << text;
+    const auto t = load_from_string("", "test.toml",
+                                    {{"TRACKD_ARCHIVE_CATALOG_TYPE", "rest"},
+                                     {"TRACKD_ARCHIVE_REST_URI", "http://cat:8181"},
+                                     {"TRACKD_ARCHIVE_REST_TOKEN", "bearer-secret"}});
+    text = to_masked_toml(t);
+    EXPECT_EQ(text.find("bearer-secret"), std::string::npos) << text;
+    EXPECT_NE(text.find("rest_token = \"****\""), std::string::npos) << text;
+}
+
 TEST(ArchiveConfig, ErrorsNameTheKey) {
     EXPECT_EQ(error_of("[archive]\ntable = \"a.b\"\n"),
               "archive.table: 'a.b' must be 1..255 characters of A-Z a-z 0-9 _ -");
@@ -220,7 +255,24 @@ TEST(ArchiveConfig, ErrorsNameTheKey) {
               "archive.commit_interval_s: must be between 1 and 86400");
     EXPECT_EQ(error_of("[archive]\nmin_snapshots_to_keep = 0\n"),
               "archive.min_snapshots_to_keep: must be at least 1");
-    EXPECT_EQ(error_of("[archive]\nwarehouse = \"\"\n"), "archive.warehouse: must not be empty");
+    EXPECT_EQ(error_of("[archive]\nwarehouse = \"\"\n"),
+              "archive.warehouse: must not be empty with the JDBC catalog (only a REST catalog "
+              "chooses a location)");
+    EXPECT_EQ(error_of("[archive]\ncatalog_type = \"hive\"\n"),
+              "archive.catalog_type: 'hive' is not one of jdbc, rest");
+    EXPECT_EQ(error_of("[archive]\ncatalog_type = \"rest\"\n"),
+              "archive.rest_uri: must be set when archive.catalog_type = \"rest\"");
+    EXPECT_EQ(error_of("[archive]\ncatalog_type = \"rest\"\nrest_uri = \"https://cat\"\n"),
+              "archive.rest_uri: 'https://cat' is not an http:// URI (https is not supported yet)");
+    EXPECT_EQ(error_of("[archive]\ncatalog_type = \"rest\"\nrest_uri = \"http://cat\"\n"
+                       "rest_credential = \"nocolon\"\n"),
+              "archive.rest_credential: must be \"client_id:client_secret\"");
+    EXPECT_EQ(error_of("[archive]\ncatalog_type = \"rest\"\nrest_uri = \"http://cat\"\n"
+                       "rest_credential = \"a:b\"\nrest_token = \"t\"\n"),
+              "archive.rest_token: set either archive.rest_token or archive.rest_credential, not "
+              "both");
+    EXPECT_EQ(error_of("[archive]\npartition = \"week\"\n"),
+              "archive.partition: 'week' is not one of day, hour");
     EXPECT_EQ(error_of("[archive]\nbogus = 1\n"), "archive.bogus: unknown key");
     EXPECT_EQ(error_of("", {{"TRACKD_POSTGIS_RETENTION", "forever"}}),
               "postgis.retention: 'forever' is not '<N> hours', '<N> days', '<N> weeks' or "

@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# Apache Iceberg's own REST catalog server (the servlet of org.apache.iceberg.rest.RESTCatalogServer
+# from iceberg-open-api's test fixtures, with iceberg-core's RESTCatalogAdapter) for the archive
+# tests, on 127.0.0.1. Its jars are resolved with Maven from scripts/iceberg-rest/pom.xml; a small
+# main (scripts/iceberg-rest/LoopbackRestCatalogServer.java) starts the same servlet bound to
+# loopback only (the stock main binds every interface). The backing catalog is a JdbcCatalog on a
+# SQLite file (kept across restarts), FileIO is ResolvingFileIO (local paths and s3:// from one
+# server). Tables are created with an explicit location, so every test chooses its warehouse.
+#
+#   scripts/iceberg-rest.sh start     resolve jars and compile the main (once), start, wait
+#   scripts/iceberg-rest.sh stop      SIGTERM, then SIGKILL after 10 s
+#   scripts/iceberg-rest.sh status    exit 0 when it answers GET /v1/config
+#   scripts/iceberg-rest.sh reset     stop and delete its catalog and default warehouse
+#   scripts/iceberg-rest.sh uri       print the catalog's base URI
+#
+# Environment:
+#   LOCAL_ICEBERG_REST_PORT   port on 127.0.0.1 (default 55181)
+#   CATALOG_*                 any other setting of the server passes through, e.g. for s3://
+#                             tables CATALOG_S3_ENDPOINT, CATALOG_S3_PATH__STYLE__ACCESS=true,
+#                             CATALOG_S3_ACCESS__KEY__ID, CATALOG_S3_SECRET__ACCESS__KEY,
+#                             CATALOG_CLIENT_REGION (iceberg-aws is on its class path)
+#   TRACKD_CACHE_DIR          jar cache root (default <repo>/.cache)
+#   TRACKD_LOCAL_DIR          state root (default <repo>/.local): iceberg-rest/, logs/iceberg-rest.log
+#   ICEBERG_REST_HEAP         JVM heap flags (default "-Xmx384m")
+#   MVN                       maven executable (default mvn)
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(dirname "$here")"
+port="${LOCAL_ICEBERG_REST_PORT:-55181}"
+cache="${TRACKD_CACHE_DIR:-$repo/.cache}/iceberg-rest-$(sha256sum "$here/iceberg-rest/pom.xml" | cut -c1-12)"
+local_dir="${TRACKD_LOCAL_DIR:-$repo/.local}"
+state="$local_dir/iceberg-rest"
+log_dir="$local_dir/logs"
+log_file="$log_dir/iceberg-rest.log"
+pid_file="$state/server.pid"
+heap="${ICEBERG_REST_HEAP:--Xmx384m}"
+MVN="${MVN:-mvn}"
+DEP_PLUGIN="org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
+main_class="org.apache.iceberg.rest.LoopbackRestCatalogServer"
+
+say() { echo "iceberg-rest: $*"; }
+die() {
+  echo "iceberg-rest: error: $*" >&2
+  exit 1
+}
+
+[[ "$port" =~ ^[0-9]+$ ]] || die "LOCAL_ICEBERG_REST_PORT must be a number, got '$port'"
+
+resolve() {
+  [[ -f "$cache/classes/.done" ]] && return 0
+  command -v "$MVN" >/dev/null || die "maven ('$MVN') not found (scripts/setup.sh installs it)"
+  command -v javac >/dev/null || die "javac not found (scripts/setup.sh installs a JDK)"
+  mkdir -p "$cache"
+  exec 8>"$cache/.lock"
+  flock 8
+  if [[ ! -f "$cache/classes/.done" ]]; then
+    say "resolving the Iceberg REST catalog server's jars with maven (first run only)"
+    rm -rf "$cache/libs" "$cache/classes"
+    if ! "$MVN" -B -q -f "$here/iceberg-rest/pom.xml" "$DEP_PLUGIN:copy-dependencies" \
+      -DincludeScope=runtime -DoutputDirectory="$cache/libs" >"$cache/mvn.log" 2>&1; then
+      tail -n 30 "$cache/mvn.log" >&2
+      die "maven could not resolve the REST catalog server (full output: $cache/mvn.log)"
+    fi
+    mkdir -p "$cache/classes"
+    javac -nowarn -d "$cache/classes" -cp "$cache/libs/*" "$here/iceberg-rest/LoopbackRestCatalogServer.java"
+    touch "$cache/classes/.done"
+    say "resolved $(find "$cache/libs" -name '*.jar' | wc -l) jars"
+  fi
+  exec 8>&-
+}
+
+running_pid() {
+  [[ -f "$pid_file" ]] || return 1
+  local pid
+  pid="$(tr -dc '0-9' <"$pid_file")"
+  [[ -n "$pid" && -r "/proc/$pid/cmdline" ]] || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "$main_class" || return 1
+  echo "$pid"
+}
+
+answers() { curl -fsS -m 2 "http://127.0.0.1:$port/v1/config" >/dev/null 2>&1; }
+
+start() {
+  resolve
+  if pid="$(running_pid)" && answers; then
+    say "already running (pid $pid) on 127.0.0.1:$port"
+    return 0
+  fi
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    die "port $port on 127.0.0.1 is in use by another process; set LOCAL_ICEBERG_REST_PORT"
+  fi
+  mkdir -p "$state/warehouse" "$log_dir"
+  local -a heap_opts
+  read -r -a heap_opts <<<"$heap"
+  echo "==== iceberg-rest.sh start $(date -u +%Y-%m-%dT%H:%M:%SZ) on 127.0.0.1:$port ====" >>"$log_file"
+  (
+    cd "$state"
+    export CATALOG_WAREHOUSE="$state/warehouse" CATALOG_URI="jdbc:sqlite:$state/catalog.db"
+    export CATALOG_REST_PORT="$port" CATALOG_IO__IMPL=org.apache.iceberg.io.ResolvingFileIO
+    exec setsid nohup java "${heap_opts[@]}" -XX:+UseSerialGC -cp "$cache/classes:$cache/libs/*" \
+      "$main_class" </dev/null >>"$log_file" 2>&1 9>&- 8>&-
+  ) &
+  echo $! >"$pid_file"
+  local deadline=$((SECONDS + 60))
+  while ((SECONDS < deadline)); do
+    if answers; then
+      say "ready on 127.0.0.1:$port (pid $(cat "$pid_file"))"
+      return 0
+    fi
+    running_pid >/dev/null || { tail -n 30 "$log_file" >&2; die "the server exited during start-up"; }
+    sleep 0.3
+  done
+  tail -n 30 "$log_file" >&2
+  die "no answer on 127.0.0.1:$port within 60 s"
+}
+
+stop() {
+  local pid i
+  if ! pid="$(running_pid)"; then
+    say "not running"
+    rm -f "$pid_file"
+    return 0
+  fi
+  kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < 40; i++)); do
+    [[ -r "/proc/$pid/cmdline" ]] || break
+    sleep 0.25
+  done
+  [[ -r "/proc/$pid/cmdline" ]] && kill -KILL "$pid" 2>/dev/null || true
+  rm -f "$pid_file"
+  say "stopped"
+}
+
+case "${1:-}" in
+  start) start ;;
+  stop) stop ;;
+  status)
+    if pid="$(running_pid)" && answers; then
+      say "running (pid $pid) on 127.0.0.1:$port"
+    else
+      say "not running"
+      exit 1
+    fi
+    ;;
+  reset)
+    stop
+    rm -rf "$state"
+    ;;
+  uri) echo "http://127.0.0.1:$port" ;;
+  resolve) resolve ;;
+  *)
+    sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,68 @@
+/*
+ * Apache Iceberg's REST catalog server (the servlet of org.apache.iceberg.rest.RESTCatalogServer,
+ * iceberg-open-api test fixtures) on 127.0.0.1 only: the stock main binds every interface.
+ * Configured like the stock server by CATALOG_* environment variables (prefix dropped, "__" ->
+ * "-", "_" -> ".", lower-cased): CATALOG_WAREHOUSE, CATALOG_URI, CATALOG_IO__IMPL,
+ * CATALOG_S3_ENDPOINT, ... and the port in CATALOG_REST_PORT. Started by scripts/iceberg-rest.sh.
+ */
+package org.apache.iceberg.rest;
+
+import java.util.HashMap;
+import java.util.Locale;
+import java.util.Map;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.iceberg.CatalogProperties;
+import org.apache.iceberg.CatalogUtil;
+import org.apache.iceberg.catalog.Catalog;
+import org.apache.iceberg.jdbc.JdbcCatalog;
+import org.eclipse.jetty.server.Server;
+import org.eclipse.jetty.server.ServerConnector;
+import org.eclipse.jetty.servlet.ServletContextHandler;
+import org.eclipse.jetty.servlet.ServletHolder;
+
+public final class LoopbackRestCatalogServer {
+  private LoopbackRestCatalogServer() {}
+
+  static Map<String, String> environmentConfig() {
+    Map<String, String> out = new HashMap<>();
+    for (Map.Entry<String, String> e : System.getenv().entrySet()) {
+      if (!e.getKey().startsWith("CATALOG_")) continue;
+      String key =
+          e.getKey()
+              .substring("CATALOG_".length())
+              .replace("__", "-")
+              .replace("_", ".")
+              .toLowerCase(Locale.ROOT);
+      out.put(key, e.getValue());
+    }
+    return out;
+  }
+
+  public static void main(String[] args) throws Exception {
+    Map<String, String> props = environmentConfig();
+    props.putIfAbsent(CatalogProperties.CATALOG_IMPL, JdbcCatalog.class.getName());
+    props.putIfAbsent(CatalogProperties.URI, "jdbc:sqlite::memory:");
+    props.putIfAbsent("jdbc.schema-version", "V1");
+    if (!props.containsKey(CatalogProperties.WAREHOUSE_LOCATION)) {
+      throw new IllegalArgumentException("CATALOG_WAREHOUSE is not set");
+    }
+    String host = props.getOrDefault("rest.host", "127.0.0.1");
+    int port = Integer.parseInt(props.getOrDefault("rest.port", "8181"));
+
+    Catalog backend = CatalogUtil.buildIcebergCatalog("rest_backend", props, new Configuration());
+    RESTCatalogAdapter adapter =
+        new RESTServerCatalogAdapter(new RESTCatalogServer.CatalogContext(backend, props));
+    ServletContextHandler context = new ServletContextHandler(ServletContextHandler.NO_SESSIONS);
+    context.addServlet(new ServletHolder(new RESTCatalogServlet(adapter)), "/*");
+
+    Server server = new Server();
+    ServerConnector connector = new ServerConnector(server);
+    connector.setHost(host);
+    connector.setPort(port);
+    server.addConnector(connector);
+    server.setHandler(context);
+    server.start();
+    System.out.println("iceberg rest catalog listening on " + host + ":" + port);
+    server.join();
+  }
+}

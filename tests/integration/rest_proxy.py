@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""A proxy in front of Apache Iceberg's REST catalog server, for archive_test.cpp.
+
+The server accepts any request (its /v1/oauth/tokens hands out a token to anyone and nothing is
+checked), so the tests put this in front of it:
+
+  --client-id ID --client-secret S   serve POST /v1/oauth/tokens (client credentials) itself:
+                                     the right pair gets a new token, anything else 401
+  --token T                          also accept the static bearer token T
+  --token-uses N                     a token from /v1/oauth/tokens is refused (401) after N
+                                     requests, as an expired one would be
+  --lose-commit-replies N            the first N commits (POST .../tables/{t}) are forwarded and
+                                     answered by the server, but the proxy closes the client's
+                                     connection instead of passing the answer on
+  --fail-commits N                   the first N commits are answered 503 without being forwarded
+
+Every other request is forwarded unchanged when it carries an accepted token (or always, when
+no --client-id and no --token is given). Prints one line per event on stdout, flushed:
+"token issued", "token refused", "credential refused", "forwarded <METHOD> <path> <status>",
+"commit reply lost", "commit failed 503".
+"""
+import argparse
+import http.server
+import re
+import sys
+import threading
+
+import requests
+
+COMMIT = re.compile(r"^/v1/(.+/)?namespaces/[^/]+/tables/[^/]+$")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--listen", type=int, required=True)
+    p.add_argument("--upstream", required=True)
+    p.add_argument("--client-id")
+    p.add_argument("--client-secret")
+    p.add_argument("--token")
+    p.add_argument("--token-uses", type=int, default=0)
+    p.add_argument("--lose-commit-replies", type=int, default=0)
+    p.add_argument("--fail-commits", type=int, default=0)
+    args = p.parse_args()
+    lock = threading.Lock()
+    state = {"issued": 0, "uses": {}, "lose": args.lose_commit_replies, "fail": args.fail_commits}
+    checking = bool(args.client_id or args.token)
+
+    def say(line):
+        with lock:
+            print(line, flush=True)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a):
+            pass
+
+        def reply(self, status, body=b"", content_type="application/json"):
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def body(self):
+            n = int(self.headers.get("Content-Length") or 0)
+            return self.rfile.read(n) if n else b""
+
+        def authorized(self):
+            if not checking:
+                return True
+            auth = self.headers.get("Authorization", "")
+            if not auth.startswith("Bearer "):
+                return False
+            tok = auth[len("Bearer "):]
+            if args.token and tok == args.token:
+                return True
+            with lock:
+                if tok not in state["uses"]:
+                    return False
+                state["uses"][tok] += 1
+                return not args.token_uses or state["uses"][tok] <= args.token_uses
+
+        def handle_any(self, method):
+            data = self.body()
+            path = self.path.split("?")[0]
+            if method == "POST" and path.endswith("/v1/oauth/tokens") and args.client_id:
+                form = dict(kv.split("=", 1) for kv in data.decode().split("&") if "=" in kv)
+                if (form.get("grant_type") == "client_credentials"
+                        and form.get("client_id") == args.client_id
+                        and requests.utils.unquote(form.get("client_secret", "")) == args.client_secret):
+                    with lock:
+                        state["issued"] += 1
+                        tok = f"tok-{state['issued']}"
+                        state["uses"][tok] = 0
+                    say("token issued")
+                    self.reply(200, ('{"access_token": "%s", "token_type": "bearer", '
+                                     '"expires_in": 3600}' % tok).encode())
+                else:
+                    say("credential refused")
+                    self.reply(401, b'{"error": "invalid_client"}')
+                return
+            if not self.authorized():
+                say("token refused")
+                self.reply(401, b'{"error": {"message": "not authorized", "type": '
+                                b'"NotAuthorizedException", "code": 401}}')
+                return
+            commit = method == "POST" and COMMIT.match(path) is not None
+            if commit:
+                with lock:
+                    fail = state["fail"] > 0
+                    if fail:
+                        state["fail"] -= 1
+                if fail:
+                    say("commit failed 503")
+                    self.reply(503, b'{"error": {"message": "unavailable", "type": '
+                                    b'"ServiceUnavailableException", "code": 503}}')
+                    return
+            headers = {k: v for k, v in self.headers.items()
+                       if k.lower() in ("content-type", "accept")}
+            r = requests.request(method, args.upstream + self.path, data=data, headers=headers,
+                                 timeout=60)
+            if commit:
+                with lock:
+                    lose = state["lose"] > 0
+                    if lose:
+                        state["lose"] -= 1
+                if lose:
+                    say(f"commit reply lost (server answered {r.status_code})")
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                    return
+            say(f"forwarded {method} {path} {r.status_code}")
+            self.reply(r.status_code, r.content, r.headers.get("Content-Type", "application/json"))
+
+        def do_GET(self):
+            self.handle_any("GET")
+
+        def do_POST(self):
+            self.handle_any("POST")
+
+        def do_HEAD(self):
+            self.handle_any("HEAD")
+
+        def do_DELETE(self):
+            self.handle_any("DELETE")
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", args.listen), Handler)
+    say(f"listening on 127.0.0.1:{args.listen}")
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
