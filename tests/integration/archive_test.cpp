@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 
 #include "support/archive_fixture.hpp"
+#include "support/free_port.hpp"
 #include "support/ingest_harness.hpp"
 #include "support/pg_fault_proxy.hpp"
 
@@ -636,19 +637,6 @@ TEST(Archive, LostCatalogCommitRepliesLoseNothing) {
     EXPECT_NE(once.output.find("archived 25 rows in 1 commits"), std::string::npos) << once.output;
     expect_consistent("3", true);
     expect_avro_ok(a.check("avro"));
-}
-
-// A free port on 127.0.0.1 for a proxy the test starts (the kernel's pick, released at once).
-unsigned short free_port() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    socklen_t len = sizeof addr;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    ::close(fd);
-    return ntohs(addr.sin_port);
 }
 
 // tests/integration/rest_proxy.py in front of the REST catalog server: a token check of the

@@ -12,6 +12,7 @@
 
 #include "trackd/events/geofence_detector.hpp"
 
+#include "support/free_port.hpp"
 #include "support/http_client.hpp"
 #include "support/http_fixture.hpp"
 #include "support/ingest_harness.hpp"
@@ -44,18 +45,6 @@ std::string format_time(std::int64_t epoch_s) {
     char buf[32];
     std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
     return buf;
-}
-
-unsigned short free_port() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    ::close(fd);
-    return ntohs(a.sin_port);
 }
 
 // One Server-Sent Events message.

@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 
 #include "support/child_process.hpp"
+#include "support/free_port.hpp"
 #include "support/http_client.hpp"
 #include "support/ingest_harness.hpp"
 #include "support/positions.hpp"
@@ -24,18 +25,6 @@ namespace {
 
 constexpr const char* kRead = "map-read-token-0123456789";
 constexpr const char* kWrite = "map-write-token-0123456789";
-
-unsigned short free_port() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    ::close(fd);
-    return ntohs(a.sin_port);
-}
 
 bool wait_for(const std::function<bool()>& done, std::chrono::seconds timeout) {
     const auto until = std::chrono::steady_clock::now() + timeout;

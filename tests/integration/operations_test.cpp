@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/child_process.hpp"
+#include "support/free_port.hpp"
 #include "support/http_client.hpp"
 #include "support/ingest_harness.hpp"
 
@@ -19,13 +20,6 @@ namespace trackd::test {
 namespace {
 
 namespace fs = std::filesystem;
-
-unsigned short free_port() {
-    boost::asio::io_context ioc;
-    boost::asio::ip::tcp::acceptor a(
-        ioc, boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
-    return a.local_endpoint().port();
-}
 
 std::string read_text(const fs::path& p) {
     std::ifstream in(p);

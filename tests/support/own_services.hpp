@@ -10,31 +10,13 @@
 #include <stdexcept>
 #include <string>
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
+#include "support/free_port.hpp"
 #include "support/process.hpp"
 
 namespace trackd::test {
-
-inline unsigned short free_port() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    socklen_t len = sizeof addr;
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-        ::close(fd);
-        throw std::runtime_error("cannot find a free port");
-    }
-    ::close(fd);
-    return ntohs(addr.sin_port);
-}
 
 inline std::string temp_dir(const std::string& tag) {
     const auto dir = ::testing::TempDir() + "trackd-own-" + tag + "-" + std::to_string(getpid());
