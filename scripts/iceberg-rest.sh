@@ -96,7 +96,10 @@ start() {
   echo "==== iceberg-rest.sh start $(date -u +%Y-%m-%dT%H:%M:%SZ) on 127.0.0.1:$port ====" >>"$log_file"
   (
     cd "$state"
+    # One connection to the SQLite file (CATALOG_CLIENTS, the JDBC catalog's pool size): with
+    # several, requests side by side (tests run in parallel) fail with SQLITE_BUSY, a 500 to trackd.
     export CATALOG_WAREHOUSE="$state/warehouse" CATALOG_URI="jdbc:sqlite:$state/catalog.db"
+    export CATALOG_CLIENTS="${CATALOG_CLIENTS:-1}"
     export CATALOG_REST_PORT="$port" CATALOG_IO__IMPL=org.apache.iceberg.io.ResolvingFileIO
     exec setsid nohup java "${heap_opts[@]}" -XX:+UseSerialGC -cp "$cache/classes:$cache/libs/*" \
       "$main_class" </dev/null >>"$log_file" 2>&1 9>&- 8>&-

@@ -123,6 +123,26 @@ void put_progress(json& target, const Progress& p) {
     target["kafka.offsets"] = offsets_json(p.kafka_offsets);
 }
 
+// Adds a snapshot to the metadata and points `main` at it (the metadata's clock never goes back).
+void add_snapshot(json& md, std::int64_t snapshot_id, std::optional<std::int64_t> parent,
+                  std::int64_t seq, json summary, const std::string& list_uri) {
+    const auto now = std::max(now_ms(), md["last-updated-ms"].get<std::int64_t>());
+    json snap;
+    snap["sequence-number"] = seq;
+    snap["snapshot-id"] = snapshot_id;
+    if (parent) snap["parent-snapshot-id"] = *parent;
+    snap["timestamp-ms"] = now;
+    snap["summary"] = std::move(summary);
+    snap["manifest-list"] = list_uri;
+    snap["schema-id"] = kSchemaId;
+    md["last-sequence-number"] = seq;
+    md["last-updated-ms"] = now;
+    md["current-snapshot-id"] = snapshot_id;
+    md["refs"]["main"] = {{"snapshot-id", snapshot_id}, {"type", "branch"}};
+    md["snapshots"].push_back(std::move(snap));
+    md["snapshot-log"].push_back({{"timestamp-ms", now}, {"snapshot-id", snapshot_id}});
+}
+
 std::vector<ManifestFile> manifests_of(const json& snapshot) {
     return read_manifest_list(read_file(local_path(snapshot["manifest-list"].get<std::string>())));
 }
@@ -513,21 +533,7 @@ bool IcebergTable::append(const std::vector<DataFile>& files, const Progress& ex
                                           attempt + 1, uuid4());
         write_file(local_path(list_uri), write_manifest_list(list, snapshot_id, parent, seq));
 
-        const auto now = std::max(now_ms(), md["last-updated-ms"].get<std::int64_t>());
-        json snap;
-        snap["sequence-number"] = seq;
-        snap["snapshot-id"] = snapshot_id;
-        if (parent) snap["parent-snapshot-id"] = *parent;
-        snap["timestamp-ms"] = now;
-        snap["summary"] = summary;
-        snap["manifest-list"] = list_uri;
-        snap["schema-id"] = kSchemaId;
-        md["last-sequence-number"] = seq;
-        md["last-updated-ms"] = now;
-        md["current-snapshot-id"] = snapshot_id;
-        md["refs"]["main"] = {{"snapshot-id", snapshot_id}, {"type", "branch"}};
-        md["snapshots"].push_back(snap);
-        md["snapshot-log"].push_back({{"timestamp-ms", now}, {"snapshot-id", snapshot_id}});
+        add_snapshot(md, snapshot_id, parent, seq, std::move(summary), list_uri);
         put_progress(md["properties"], next);
         return NextVersion{std::move(md),
                            CommitProgress{next.archived_seq, next.max_ingest_batch_id, snapshot_id},
@@ -622,21 +628,7 @@ int IcebergTable::merge_manifests(const MaintenanceOptions& o) {
                 summary[k] = val;
             }
         }
-        const auto now = std::max(now_ms(), md["last-updated-ms"].get<std::int64_t>());
-        json snap;
-        snap["sequence-number"] = seq;
-        snap["snapshot-id"] = snapshot_id;
-        snap["parent-snapshot-id"] = *parent;
-        snap["timestamp-ms"] = now;
-        snap["summary"] = summary;
-        snap["manifest-list"] = list_uri;
-        snap["schema-id"] = kSchemaId;
-        md["last-sequence-number"] = seq;
-        md["last-updated-ms"] = now;
-        md["current-snapshot-id"] = snapshot_id;
-        md["refs"]["main"] = {{"snapshot-id", snapshot_id}, {"type", "branch"}};
-        md["snapshots"].push_back(snap);
-        md["snapshot-log"].push_back({{"timestamp-ms", now}, {"snapshot-id", snapshot_id}});
+        add_snapshot(md, snapshot_id, *parent, seq, std::move(summary), list_uri);
         v.metadata = std::move(md);
         merged_count = static_cast<int>(small.size());
         return v;
@@ -930,21 +922,7 @@ CompactionReport IcebergTable::compact(const CompactionOptions& o) {
                                                      static_cast<std::int64_t>(inputs.size()));
         summary["total-files-size"] =
             std::to_string(summary_long(*p, "total-files-size") + added_size - removed_size);
-        const auto now = std::max(now_ms(), md["last-updated-ms"].get<std::int64_t>());
-        json snap;
-        snap["sequence-number"] = seq;
-        snap["snapshot-id"] = snapshot_id;
-        snap["parent-snapshot-id"] = *base_id;
-        snap["timestamp-ms"] = now;
-        snap["summary"] = summary;
-        snap["manifest-list"] = list_uri;
-        snap["schema-id"] = kSchemaId;
-        md["last-sequence-number"] = seq;
-        md["last-updated-ms"] = now;
-        md["current-snapshot-id"] = snapshot_id;
-        md["refs"]["main"] = {{"snapshot-id", snapshot_id}, {"type", "branch"}};
-        md["snapshots"].push_back(snap);
-        md["snapshot-log"].push_back({{"timestamp-ms", now}, {"snapshot-id", snapshot_id}});
+        add_snapshot(md, snapshot_id, *base_id, seq, std::move(summary), list_uri);
         v.metadata = std::move(md);
         return v;
     };
