@@ -96,7 +96,7 @@ bash "$here/services.sh" start
 # (trackd_ingest, trackd_archive, ...). Tests that migrate their own databases side by side on a
 # cluster without them can race ("role trackd_archive does not exist", seen once; most likely
 # PostgreSQL's role cache); docs/operations.md says so for two databases migrated at once.
-TRACKD_PG_DSN="$(bash "$here/pg.sh" dsn)" "build/${presets%% *}/trackd" migrate
+TRACKD_PG_DSN="$(bash "$here/pg.sh" dsn)" "build/${presets%% *}/server/trackd" migrate
 
 # The fault suite (docs/reliability.md, release build, each case once) runs in the background
 # beside the ASan tests: most of its time is spent waiting (frozen instances, session timeouts,
