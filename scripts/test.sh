@@ -92,11 +92,6 @@ bash "$here/fuzz.sh" "${TRACKD_FUZZ_SECONDS:-45}"
 
 step "start local services"
 bash "$here/services.sh" start
-# The local database migrated once before the tests: its migrations create the cluster-wide roles
-# (trackd_ingest, trackd_archive, ...). Tests that migrate their own databases side by side on a
-# cluster without them can race ("role trackd_archive does not exist", seen once; most likely
-# PostgreSQL's role cache); docs/operations.md says so for two databases migrated at once.
-TRACKD_PG_DSN="$(bash "$here/pg.sh" dsn)" "build/${presets%% *}/server/trackd" migrate
 
 # The fault suite (docs/reliability.md, release build, each case once) runs in the background
 # beside the ASan tests: most of its time is spent waiting (frozen instances, session timeouts,

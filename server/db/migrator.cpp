@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "trackd/core/error.hpp"
+#include "trackd/core/log.hpp"
 #include "trackd/db/migrations.hpp"
 
 #include "embedded_migrations.hpp"
@@ -61,6 +62,10 @@ std::map<int, Applied> applied_migrations(Connection& conn) {
 std::string checksum(Connection& conn, const std::string& text) {
     return conn.query("SELECT encode(sha256(convert_to($1, 'UTF8')), 'hex')", {text}).at(0, 0);
 }
+
+// SQLSTATE undefined_object, and how often a file is tried when it gets one.
+constexpr const char* kUndefinedObject = "42704";
+constexpr int kAttempts = 3;
 
 class AdvisoryLock {
   public:
@@ -124,21 +129,35 @@ MigrateReport migrate(Connection& conn) {
             }
             continue;
         }
-        try {
-            conn.exec_script("BEGIN");
-            conn.exec_script(m.sql);
-            conn.query(
-                "INSERT INTO trackd.schema_migrations (version, name, checksum) "
-                "VALUES ($1, $2, $3) ON CONFLICT (version) DO UPDATE SET checksum = $3",
-                {std::to_string(m.version), m.name, sum});
-            conn.exec_script("COMMIT");
-        } catch (const DbError& e) {
+        for (int attempt = 1;; ++attempt) {
             try {
-                conn.exec_script("ROLLBACK");
-            } catch (const DbError&) {
-                // The connection is broken; the transaction is gone with it.
+                conn.exec_script("BEGIN");
+                conn.exec_script(m.sql);
+                conn.query(
+                    "INSERT INTO trackd.schema_migrations (version, name, checksum) "
+                    "VALUES ($1, $2, $3) ON CONFLICT (version) DO UPDATE SET checksum = $3",
+                    {std::to_string(m.version), m.name, sum});
+                conn.exec_script("COMMIT");
+                break;
+            } catch (const DbError& e) {
+                try {
+                    conn.exec_script("ROLLBACK");
+                } catch (const DbError&) {
+                    // The connection is broken; the transaction is gone with it.
+                }
+                // The advisory lock is per database, the roles are the cluster's. When another
+                // database on the same cluster creates a role at the same moment, this file can
+                // see the role both as existing (its CREATE ROLE fails as a duplicate) and, in a
+                // later statement, as missing (42704). In a new transaction it is there.
+                if (e.sqlstate() == kUndefinedObject && attempt < kAttempts) {
+                    core::log::warn(
+                        "migration retried: an object it needs was being created "
+                        "beside it",
+                        {{"file", m.file}, {"error", e.what()}});
+                    continue;
+                }
+                throw core::StartupError(fmt::format("migration {} failed: {}", m.file, e.what()));
             }
-            throw core::StartupError(fmt::format("migration {} failed: {}", m.file, e.what()));
         }
         report.applied.push_back(m.file);
     }

@@ -189,7 +189,10 @@ TEST(Operations, DashboardsAndAlertsUseExportedMetrics) {
                                   {"TRACKD_HTTP_LISTEN", "127.0.0.1:" + std::to_string(http_port)},
                                   {"TRACKD_ARCHIVE_ENABLED", "true"},
                                   {"TRACKD_ARCHIVE_WAREHOUSE", warehouse},
-                                  {"TRACKD_ARCHIVE_COMMIT_INTERVAL_S", "1"}});
+                                  {"TRACKD_ARCHIVE_COMMIT_INTERVAL_S", "1"},
+                                  // The API's reads through http.pg_dsn (here the primary
+                                  // itself) export the replica lag gauge.
+                                  {"TRACKD_HTTP_PG_DSN", h.db().dsn()}});
     h.produce(5, 200);
     ASSERT_TRUE(h.wait_drained(200, std::chrono::seconds(120)))
         << IngestHarness::read_file(h.log_path());
