@@ -216,6 +216,27 @@ std::map<std::string, std::string> registry_env(const std::string& format) {
             {"TRACKD_KAFKA_INSTANCE_ID", "proto-" + format + "-" + std::to_string(getpid())}};
 }
 
+// A framed Protobuf fleet of `messages` under schema `schema_id`, produced while trackd
+// (kafka.format = `format`) is SIGKILLed `kills` times; then the exact accounting of `expected`
+// (what was sent before) plus the fleet.
+void framed_fleet_under_sigkills(IngestHarness& h, std::map<Coord, ManifestEntry>& expected,
+                                 int messages, std::uint32_t schema_id, const std::string& format,
+                                 int kills, unsigned seed) {
+    const auto before_fleet = static_cast<std::int64_t>(expected.size());
+    ChildProcess framed(with_manifest(h.fleet_command(400, messages, 3000), h.manifest_path(),
+                                      {"--id-prefix", "pbf-", "--format", "protobuf", "--framing",
+                                       "confluent", "--schema-id", std::to_string(schema_id)}),
+                        {}, h.dir() + "/framed-fleet.log");
+    const auto r = h.kill_and_restart_until_drained(framed, before_fleet + messages,
+                                                    registry_env(format), kills, seed);
+    ASSERT_TRUE(r.drained);
+    std::printf("[ measured ] trackd was killed with SIGKILL %d times, %d after committing\n",
+                r.kills, r.after_progress);
+    merge(expected, load_manifest(h.manifest_path()));
+    ASSERT_EQ(static_cast<std::int64_t>(expected.size()), before_fleet + messages);
+    h.check_accounting(expected);
+}
+
 // The client against the real registry: a registered schema's answer is what decode/ reads
 // (compatible), an unknown id is a 404 with Confluent's error code 40403.
 TEST(RegistryClient, FetchesFromTheRealRegistry) {
@@ -290,21 +311,7 @@ TEST(ProtobufIngest, MixedAutoTopicSurvivesSigkillsWithExactAccounting) {
                 0, offset, "plain protobuf in auto", "malformed_json", "fx-plain", std::nullopt};
         }
     }
-    const std::int64_t before_fleet = static_cast<std::int64_t>(expected.size());
-    constexpr int kFramedMessages = 12000;
-    ChildProcess framed(
-        with_manifest(h.fleet_command(400, kFramedMessages, 3000), h.manifest_path(),
-                      {"--id-prefix", "pbf-", "--format", "protobuf", "--framing", "confluent",
-                       "--schema-id", std::to_string(ids.position)}),
-        {}, h.dir() + "/framed-fleet.log");
-    const auto r = h.kill_and_restart_until_drained(framed, before_fleet + kFramedMessages,
-                                                    registry_env("auto"), 3, 777);
-    ASSERT_TRUE(r.drained);
-    std::printf("[ measured ] trackd was killed with SIGKILL %d times, %d after committing\n",
-                r.kills, r.after_progress);
-    merge(expected, load_manifest(h.manifest_path()));
-    ASSERT_EQ(static_cast<std::int64_t>(expected.size()), before_fleet + kFramedMessages);
-    h.check_accounting(expected);
+    framed_fleet_under_sigkills(h, expected, 12000, ids.position, "auto", 3, 777);
     // The fixtures' verdicts, by reason: each reason a framed message can have is there.
     db::Connection conn(h.db().dsn(), "test");
     const auto reasons = conn.query(
@@ -332,18 +339,7 @@ TEST(ProtobufIngest, PlainAndFramedTopicSurvivesSigkillsWithExactAccounting) {
     }
     auto expected = load_manifest(plain_manifest);
     merge(expected, send_fixtures(h.topic(), ids, /*plain=*/true));
-    const std::int64_t before_fleet = static_cast<std::int64_t>(expected.size());
-    constexpr int kFramedMessages = 8000;
-    ChildProcess framed(
-        with_manifest(h.fleet_command(400, kFramedMessages, 3000), h.manifest_path(),
-                      {"--id-prefix", "pbf-", "--format", "protobuf", "--framing", "confluent",
-                       "--schema-id", std::to_string(ids.renamed)}),
-        {}, h.dir() + "/framed-fleet.log");
-    const auto r = h.kill_and_restart_until_drained(framed, before_fleet + kFramedMessages,
-                                                    registry_env("protobuf"), 2, 4242);
-    ASSERT_TRUE(r.drained);
-    merge(expected, load_manifest(h.manifest_path()));
-    h.check_accounting(expected);
+    framed_fleet_under_sigkills(h, expected, 8000, ids.renamed, "protobuf", 2, 4242);
 }
 
 // The registry away: framed messages of one partition wait (nothing of them is committed or
