@@ -64,6 +64,12 @@ void ConnectionPool::connect(Slot& slot) {
 
 db::Result ConnectionPool::execute(Slot& slot, const Statement& st, const db::Params& params) {
     if (slot.prepared.count(st.name) == 0) {
+        // Statements built per request (a constant limit, the OGC filters present) are many
+        // kinds: a connection keeps at most kMaxPrepared, then starts over.
+        if (slot.prepared.size() >= kMaxPrepared) {
+            slot.conn->exec_script("DEALLOCATE ALL");
+            slot.prepared.clear();
+        }
         slot.conn->prepare(st.name, st.sql);
         slot.prepared.insert(st.name);
     }

@@ -49,6 +49,7 @@ class ConnectionPool {
     db::Result run(const Statement& statement, const db::Params& params = {});
 
   private:
+    static constexpr std::size_t kMaxPrepared = 256;
     struct Slot {
         std::unique_ptr<db::Connection> conn;
         std::set<std::string> prepared;

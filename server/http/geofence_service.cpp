@@ -115,7 +115,7 @@ Response GeofenceService::list(const Request& req) {
         check_identifier("after", *after, kMaxIdentifierBytes);
         sql += " AND zone_name > " + sql.bind(*after);
     }
-    sql += " ORDER BY zone_name LIMIT " + sql.bind(page.fetch_limit());
+    sql += " ORDER BY zone_name" + page.limit_clause();
     const auto r = ctx_.pool.run(statement_for(sql.sql()), sql.params());
     return page.respond(r, [&r](JsonWriter& w, int row) { write_geofence(w, r, row); });
 }
@@ -161,7 +161,7 @@ Response GeofenceService::vehicles(const Request& req, const std::string& zone_n
             " FROM trackd.vehicle_current_state v JOIN trackd.geofence_zones z ON z.zone_name = " +
             sql.bind(zone_name) + " AND ST_Covers(z.fence_geom, v.geom)";
         if (!after.empty()) sql += " WHERE v.vehicle_id > " + sql.bind(after);
-        sql += " ORDER BY v.vehicle_id LIMIT " + sql.bind(page.fetch_limit());
+        sql += " ORDER BY v.vehicle_id" + page.limit_clause();
     } else {
         const std::string zone = sql.bind(zone_name);
         sql +=
@@ -170,7 +170,7 @@ Response GeofenceService::vehicles(const Request& req, const std::string& zone_n
             "ON z.zone_name = " +
             zone + " AND NOT ST_Covers(z.fence_geom, v.geom)";
         if (!after.empty()) sql += " WHERE v.vehicle_id > " + sql.bind(after);
-        sql += " ORDER BY v.vehicle_id LIMIT " + sql.bind(page.fetch_limit()) +
+        sql += " ORDER BY v.vehicle_id" + page.limit_clause() +
                ") v JOIN trackd.geofence_zones z ON z.zone_name = " + zone +
                " ORDER BY v.vehicle_id";
     }

@@ -112,7 +112,7 @@ Response VehicleService::list(const Request& req) {
     }
     // Ordered by the primary key, so that following `next` links returns every vehicle exactly
     // once.
-    sql += " ORDER BY vehicle_id LIMIT " + sql.bind(page.fetch_limit());
+    sql += " ORDER BY vehicle_id" + page.limit_clause();
     const auto r = ctx_.pool.run(statement_for(sql.sql()), sql.params());
     return page.respond(r, [&r](JsonWriter& w, int row) { write_vehicle(w, r, row); });
 }
@@ -135,20 +135,21 @@ Response VehicleService::nearby(const Request& req) {
     // every point within the radius; ST_DWithin on geography then keeps those within the
     // geodesic (spheroid) radius, and the order is exact on PostGIS's geodesic distance.
     const auto box = nearby_box(lon, lat, radius);
-    static const Statement st{
-        "vehicle_nearby",
+    // The limit is SQL text, as in FeaturePage::limit_clause(): the generic plan is kept.
+    const auto st = statement_for(
         std::string("WITH p AS (SELECT ST_SetSRID(ST_MakePoint($1, $2), 4326)::geography AS g) "
                     "SELECT ") +
-            kVehicleColumns +
-            ", ST_Distance(v.geom::geography, p.g) AS distance_m "
-            "FROM trackd.vehicle_current_state v, p "
-            "WHERE v.geom && ST_MakeEnvelope($5, $6, $7, $8, 4326) "
-            "AND ST_DWithin(v.geom::geography, p.g, $3) "
-            "ORDER BY distance_m, vehicle_id LIMIT $4"};
+        kVehicleColumns +
+        ", ST_Distance(v.geom::geography, p.g) AS distance_m "
+        "FROM trackd.vehicle_current_state v, p "
+        "WHERE v.geom && ST_MakeEnvelope($4, $5, $6, $7, 4326) "
+        "AND ST_DWithin(v.geom::geography, p.g, $3) "
+        "ORDER BY distance_m, vehicle_id LIMIT " +
+        std::to_string(limit));
     const auto r = ctx_.pool.run(
         st, {fmt::format("{}", lon), fmt::format("{}", lat), fmt::format("{}", radius),
-             std::to_string(limit), fmt::format("{}", box.xmin), fmt::format("{}", box.ymin),
-             fmt::format("{}", box.xmax), fmt::format("{}", box.ymax)});
+             fmt::format("{}", box.xmin), fmt::format("{}", box.ymin), fmt::format("{}", box.xmax),
+             fmt::format("{}", box.ymax)});
     JsonWriter w;
     w.begin_object();
     w.key("type").value("FeatureCollection");

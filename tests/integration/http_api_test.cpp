@@ -113,6 +113,29 @@ TEST_F(HttpApi, PagingReturnsEveryVehicleExactlyOnce) {
     EXPECT_EQ(row.back(), "p-36");
 }
 
+// Each limit is its own prepared statement (a constant LIMIT keeps PostgreSQL's generic plan);
+// one after the other the requests use one pooled connection, so 300 limits cross the bound of
+// 256 a connection keeps, and every answer after it is still exact.
+TEST_F(HttpApi, EveryLimitAnswersExactlyPastThePreparedStatementBound) {
+    for (int limit = 1; limit <= 300; ++limit) {
+        const auto r = read_->get("/v1/vehicles?limit=" + std::to_string(limit));
+        ASSERT_EQ(r.status, 200) << "limit " << limit << ": " << r.body;
+        const auto page = ids(r.json());
+        ASSERT_EQ(page.size(), static_cast<std::size_t>(std::min(limit, 46))) << "limit " << limit;
+        EXPECT_EQ(page.front(), "edge");
+        EXPECT_EQ(link(r.json(), "next").empty(), limit >= 46) << "limit " << limit;
+        // "square" covers edge, in-1 and in-2; the other 43 are outside it.
+        const auto inside =
+            read_->get("/v1/geofences/square/vehicles?limit=" + std::to_string(limit));
+        ASSERT_EQ(inside.status, 200) << "limit " << limit << ": " << inside.body;
+        EXPECT_EQ(ids(inside.json()).size(), static_cast<std::size_t>(std::min(limit, 3)));
+        const auto outside = read_->get("/v1/geofences/square/vehicles?state=outside&limit=" +
+                                        std::to_string(limit));
+        ASSERT_EQ(outside.status, 200) << "limit " << limit << ": " << outside.body;
+        EXPECT_EQ(ids(outside.json()).size(), static_cast<std::size_t>(std::min(limit, 43)));
+    }
+}
+
 TEST_F(HttpApi, NearbyIsOrderedAndMatchesPostgisDistances) {
     const double lon = 13.04;
     const double lat = 52.06;
