@@ -5,7 +5,13 @@
 namespace trackd::core {
 
 void append_json_escaped(std::string& out, std::string_view s) {
-    for (const char c : s) {
+    // Runs of characters that need no escape are appended at once.
+    std::size_t run = 0;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        out.append(s.data() + run, i - run);
+        run = i + 1;
         switch (c) {
             case '"':
                 out += "\\\"";
@@ -23,13 +29,10 @@ void append_json_escaped(std::string& out, std::string_view s) {
                 out += "\\t";
                 break;
             default:
-                if (static_cast<unsigned char>(c) < 0x20) {
-                    out += fmt::format("\\u{:04x}", static_cast<int>(c));
-                } else {
-                    out += c;
-                }
+                out += fmt::format("\\u{:04x}", static_cast<int>(c));
         }
     }
+    out.append(s.data() + run, s.size() - run);
 }
 
 }  // namespace trackd::core
