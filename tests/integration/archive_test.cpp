@@ -25,6 +25,12 @@
 namespace trackd::test {
 namespace {
 
+// `trackd migrate` on the test's database.
+CommandResult migrate(const TestDatabase& db) {
+    return run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
+                       " migrate");
+}
+
 std::int64_t query_int(const std::string& dsn, const std::string& sql) {
     db::Connection conn(dsn, "test");
     const auto v = conn.query(sql).get(0, 0);
@@ -135,8 +141,7 @@ TEST(ArchiveRest, IngestedHistoryReadBackByPyIcebergDuckDbAndFastavro) {
 void batch_committing_later_archived_once(CatalogKind kind) {
     const std::string tag = kind == CatalogKind::rest ? "archrestorder" : "archorder";
     TestDatabase db(tag);
-    auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
-                         " migrate");
+    const auto m = migrate(db);
     ASSERT_EQ(m.exit_code, 0) << m.output;
     ArchiveFixture a(db.dsn(), tag, kind);
     auto insert = [](db::Connection& c, std::int64_t batch, int partition) {
@@ -270,8 +275,7 @@ TEST(ArchiveRest, SurvivesSigkillAtRandomMomentsAndDuringCommits) {
 // for day partitions is refused, naming the key, since a table's spec is fixed at creation.
 TEST(Archive, HourPartitionsFixedAtCreation) {
     TestDatabase db("archhour");
-    auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
-                         " migrate");
+    const auto m = migrate(db);
     ASSERT_EQ(m.exit_code, 0) << m.output;
     ArchiveFixture a(db.dsn(), "archhour");
     db::Connection conn(db.dsn(), "test");
@@ -314,8 +318,7 @@ TEST(Archive, HourPartitionsFixedAtCreation) {
 
 TEST(Archive, RetentionKeepsPartitionsUntilTheirRowsAreArchived) {
     TestDatabase db("archret");
-    auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
-                         " migrate");
+    const auto m = migrate(db);
     ASSERT_EQ(m.exit_code, 0) << m.output;
     ArchiveFixture a(db.dsn(), "archret");
     db::Connection conn(db.dsn(), "test");
@@ -361,8 +364,7 @@ TEST(Archive, RetentionKeepsPartitionsUntilTheirRowsAreArchived) {
 
 TEST(Archive, MaintenanceAfter200CommitsExpiresMergesAndDeletesOrphans) {
     TestDatabase db("archmaint");
-    auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
-                         " migrate");
+    const auto m = migrate(db);
     ASSERT_EQ(m.exit_code, 0) << m.output;
     ArchiveFixture a(db.dsn(), "archmaint");
     db::Connection conn(db.dsn(), "test");
@@ -447,8 +449,7 @@ TEST(Archive, MaintenanceAfter200CommitsExpiresMergesAndDeletesOrphans) {
 // deletes the replaced files.
 TEST(Archive, CompactionAfter200SmallCommitsKeepsEveryRow) {
     TestDatabase db("archcompact");
-    auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
-                         " migrate");
+    const auto m = migrate(db);
     ASSERT_EQ(m.exit_code, 0) << m.output;
     ArchiveFixture a(db.dsn(), "archcompact");
     db::Connection conn(db.dsn(), "test");
@@ -537,8 +538,7 @@ TEST(Archive, CompactionAfter200SmallCommitsKeepsEveryRow) {
 // archiver's lock and history sessions go through the proxy untouched.
 TEST(Archive, LostCatalogCommitRepliesLoseNothing) {
     TestDatabase db("archlost");
-    auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
-                         " migrate");
+    const auto m = migrate(db);
     ASSERT_EQ(m.exit_code, 0) << m.output;
     ArchiveFixture a(db.dsn(), "archlost");
     const auto [host, port] = pg_endpoint(db.dsn());
@@ -658,8 +658,7 @@ void insert_rows(db::Connection& c, int batch, int rows) {
 // static bearer token (archive.rest_token) works too.
 TEST(ArchiveRest, OAuth2ClientCredentialsAndStaticBearerToken) {
     TestDatabase db("archrestauth");
-    auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
-                         " migrate");
+    const auto m = migrate(db);
     ASSERT_EQ(m.exit_code, 0) << m.output;
     ArchiveFixture a(db.dsn(), "archrestauth", CatalogKind::rest);
     HttpFront proxy("archrestauth", iceberg_rest_uri(),
@@ -713,8 +712,7 @@ TEST(ArchiveRest, OAuth2ClientCredentialsAndStaticBearerToken) {
 // (merge manifests: a new snapshot; expiry: snapshots removed) with both its replies lost.
 TEST(ArchiveRest, LostAndFailedCommitRepliesLoseNothing) {
     TestDatabase db("archrestlost");
-    auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
-                         " migrate");
+    const auto m = migrate(db);
     ASSERT_EQ(m.exit_code, 0) << m.output;
     ArchiveFixture a(db.dsn(), "archrestlost", CatalogKind::rest);
     db::Connection conn(db.dsn(), "test writer");
@@ -800,26 +798,14 @@ std::string rest_status(const std::string& rest_uri, const std::string& path) {
 // archive.rest_ca_file naming the CA the archive goes through https, exactly.
 TEST(ArchiveRest, HttpsChecksTheCatalogsCertificate) {
     TestDatabase db("archresttls");
-    auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
-                         " migrate");
+    const auto m = migrate(db);
     ASSERT_EQ(m.exit_code, 0) << m.output;
     ArchiveFixture a(db.dsn(), "archresttls", CatalogKind::rest);
-    const TestCa ca("archresttls");
-    const TestCa other("archresttls-other");
-    const auto front = [&](const std::string& tag, const TestCa::ServerCert& cert) {
-        return std::make_unique<HttpFront>(
-            tag, iceberg_rest_uri(),
-            std::vector<std::string>{"--tls-cert", cert.cert, "--tls-key", cert.key});
-    };
-    const auto good = front("archresttls", ca.issue("catalog", "DNS:localhost,IP:127.0.0.1"));
-    const auto expired =
-        front("archresttls-expired", ca.issue("expired", "DNS:localhost,IP:127.0.0.1", -1));
-    const auto elsewhere = front("archresttls-name", ca.issue("elsewhere", "DNS:catalog.example"));
+    const TlsFronts tls("archresttls", iceberg_rest_uri());
     db::Connection conn(db.dsn(), "test writer");
     insert_rows(conn, 1, 40);
-
-    const auto refused = [&](const HttpFront& f, const std::string& ca_file,
-                             const std::string& reason) {
+    tls.each_refusal("archive.rest_ca_file", [&](const HttpFront& f, const std::string& ca_file,
+                                                 const std::string& reason) {
         std::map<std::string, std::string> env = {{"TRACKD_ARCHIVE_REST_URI", f.uri}};
         if (!ca_file.empty()) env["TRACKD_ARCHIVE_REST_CA_FILE"] = ca_file;
         const auto once = a.archive("--once", env);
@@ -831,21 +817,14 @@ TEST(ArchiveRest, HttpsChecksTheCatalogsCertificate) {
                   std::string::npos)
             << once.output;
         EXPECT_EQ(f.count("forwarded"), 0U) << f.text();
-    };
-    refused(*good, "",
-            "unable to get local issuer certificate (trusted: the system's CA certificates; set "
-            "archive.rest_ca_file for a private CA)");
-    refused(*good, other.ca_file(),
-            "unable to get local issuer certificate (trusted: archive.rest_ca_file = '" +
-                other.ca_file() + "')");
-    refused(*expired, ca.ca_file(), "certificate has expired");
-    refused(*elsewhere, ca.ca_file(), "hostname mismatch");
+    });
     // Nothing reached the catalog: no namespace, no table, no progress.
     EXPECT_EQ(rest_status(iceberg_rest_uri(), "/v1/namespaces/" + a.namespace_name()), "404");
     EXPECT_EQ(query_int(db.dsn(), "SELECT count(*) FROM trackd.archive_progress"), 0);
 
+    const auto& good = tls.good;
     const auto once = a.archive("--once", {{"TRACKD_ARCHIVE_REST_URI", good->uri},
-                                           {"TRACKD_ARCHIVE_REST_CA_FILE", ca.ca_file()}});
+                                           {"TRACKD_ARCHIVE_REST_CA_FILE", tls.ca.ca_file()}});
     ASSERT_EQ(once.exit_code, 0) << once.output << good->text();
     EXPECT_NE(once.output.find("archived 40 rows in 1 commits"), std::string::npos) << once.output;
     EXPECT_EQ(good->count("TLS handshake failed"), 2U) << good->text();
@@ -869,8 +848,7 @@ TEST(ArchiveRest, HttpsChecksTheCatalogsCertificate) {
 TEST(ArchiveRest, ServerKilledMidCommitOutcomeReadFromTheTable) {
     const OwnIcebergRest rest("archrestkill");
     TestDatabase db("archrestkill");
-    auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
-                         " migrate");
+    const auto m = migrate(db);
     ASSERT_EQ(m.exit_code, 0) << m.output;
     ArchiveFixture a(db.dsn(), "archrestkill", CatalogKind::rest, rest.uri());
     db::Connection conn(db.dsn(), "test writer");

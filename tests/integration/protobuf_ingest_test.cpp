@@ -271,18 +271,9 @@ TEST(RegistryClient, FetchesFromTheRealRegistry) {
 // another name the handshake is refused, and the error says why (not an answer: retried).
 TEST(RegistryClient, HttpsChecksTheRegistrysCertificate) {
     const auto ids = register_schemas("tls-" + std::to_string(getpid()));
-    const TestCa ca("registrytls");
-    const TestCa other("registrytls-other");
     const Registry registry;
-    const auto front = [&](const std::string& tag, const TestCa::ServerCert& cert) {
-        return std::make_unique<HttpFront>(
-            tag, "http://127.0.0.1:" + std::to_string(registry.port),
-            std::vector<std::string>{"--tls-cert", cert.cert, "--tls-key", cert.key});
-    };
-    const auto good = front("registrytls", ca.issue("registry", "DNS:localhost,IP:127.0.0.1"));
-    const auto expired =
-        front("registrytls-expired", ca.issue("expired", "DNS:localhost,IP:127.0.0.1", -1));
-    const auto elsewhere = front("registrytls-name", ca.issue("elsewhere", "DNS:registry.example"));
+    const TlsFronts tls("registrytls", "http://127.0.0.1:" + std::to_string(registry.port));
+    const auto& good = tls.good;
     const auto kafka_for = [&](const HttpFront& f, const std::string& ca_file) {
         config::KafkaConfig k;
         k.format = "protobuf";
@@ -291,7 +282,7 @@ TEST(RegistryClient, HttpsChecksTheRegistrysCertificate) {
         return k;
     };
 
-    const auto endpoint = registry::endpoint_of(kafka_for(*good, ca.ca_file()));
+    const auto endpoint = registry::endpoint_of(kafka_for(*good, tls.ca.ca_file()));
     EXPECT_EQ(endpoint.scheme, "https");
     const auto found = registry::get_schema(endpoint, ids.position, std::chrono::seconds(5));
     ASSERT_EQ(found.status, 200) << found.body << good->text();
@@ -318,20 +309,13 @@ TEST(RegistryClient, HttpsChecksTheRegistrysCertificate) {
                 << err.what();
         }
     };
-    refused(*good, "",
-            "unable to get local issuer certificate (trusted: the system's CA certificates; set "
-            "kafka.schema_registry_ca_file for a private CA)");
-    refused(*good, other.ca_file(),
-            "unable to get local issuer certificate (trusted: kafka.schema_registry_ca_file = '" +
-                other.ca_file() + "')");
-    refused(*expired, ca.ca_file(), "certificate has expired");
-    refused(*elsewhere, ca.ca_file(), "hostname mismatch");
+    tls.each_refusal("kafka.schema_registry_ca_file", refused);
     EXPECT_EQ(good->count("forwarded GET"), 2U) << good->text();
-    EXPECT_EQ(expired->count("forwarded"), 0U);
-    EXPECT_EQ(elsewhere->count("forwarded"), 0U);
+    EXPECT_EQ(tls.expired->count("forwarded"), 0U);
+    EXPECT_EQ(tls.elsewhere->count("forwarded"), 0U);
 
     // The client's thread over https.
-    registry::SchemaRegistry client(kafka_for(*good, ca.ca_file()));
+    registry::SchemaRegistry client(kafka_for(*good, tls.ca.ca_file()));
     client.request(ids.position);
     std::vector<registry::SchemaAnswer> answers;
     ASSERT_TRUE(wait_until(std::chrono::seconds(30), [&] {

@@ -3,9 +3,12 @@
 // in a private folder that goes with the object.
 #pragma once
 
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
+#include "support/http_front.hpp"
 #include "support/own_services.hpp"
 #include "support/process.hpp"
 
@@ -54,6 +57,44 @@ class TestCa {
     }
 
     std::string dir_;
+};
+
+// https fronts (rest_proxy.py --tls-cert) before `upstream`, one a client must accept with the
+// CA file and the certificates it must refuse, for the tests of each https client.
+struct TlsFronts {
+    TestCa ca;
+    TestCa other;                          // a CA that signed none of them
+    std::unique_ptr<HttpFront> good;       // localhost and 127.0.0.1, signed by `ca`
+    std::unique_ptr<HttpFront> expired;    // the same names, expired yesterday
+    std::unique_ptr<HttpFront> elsewhere;  // for another host name
+
+    TlsFronts(const std::string& tag, const std::string& upstream)
+        : ca(tag), other(tag + "-other") {
+        const auto front = [&](const std::string& name, const TestCa::ServerCert& c) {
+            return std::make_unique<HttpFront>(
+                tag + "-" + name, upstream,
+                std::vector<std::string>{"--tls-cert", c.cert, "--tls-key", c.key});
+        };
+        good = front("good", ca.issue("good", "DNS:localhost,IP:127.0.0.1"));
+        expired = front("expired", ca.issue("expired", "DNS:localhost,IP:127.0.0.1", -1));
+        elsewhere = front("elsewhere", ca.issue("elsewhere", "DNS:elsewhere.example"));
+    }
+
+    // Calls refused(front, ca_file, reason) for each certificate a client whose CA file is the
+    // setting `ca_setting` must refuse, with the reason its error must give: `good` against the
+    // system's store and against another CA, `expired` and `elsewhere` against `ca`.
+    template <class Refused>
+    void each_refusal(const std::string& ca_setting, Refused&& refused) const {
+        refused(*good, std::string(),
+                "unable to get local issuer certificate (trusted: the system's CA certificates; "
+                "set " +
+                    ca_setting + " for a private CA)");
+        refused(*good, other.ca_file(),
+                "unable to get local issuer certificate (trusted: " + ca_setting + " = '" +
+                    other.ca_file() + "')");
+        refused(*expired, ca.ca_file(), std::string("certificate has expired"));
+        refused(*elsewhere, ca.ca_file(), std::string("hostname mismatch"));
+    }
 };
 
 }  // namespace trackd::test

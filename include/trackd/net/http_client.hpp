@@ -42,7 +42,7 @@ struct Uri {
     [[nodiscard]] std::string origin() const;
 };
 // Throws std::invalid_argument for anything but an http:// or https:// URI with a host.
-Uri parse_uri(const std::string& uri);
+Uri parse_uri(const std::string& text);
 
 struct TlsOptions {
     std::string ca_file;  // PEM; empty: the system's trust store
