@@ -166,7 +166,8 @@ HttpResponse HttpClient::send(const Uri& uri, const std::string& method, const s
 
     bhttp::request<bhttp::string_body> req{bhttp::string_to_verb(method), target, 11};
     const bool default_port = uri.port == (uri.tls() ? "443" : "80");
-    req.set(bhttp::field::host, default_port ? uri.host : uri.host + ":" + uri.port);
+    const auto host = uri.host.find(':') != std::string::npos ? "[" + uri.host + "]" : uri.host;
+    req.set(bhttp::field::host, default_port ? host : host + ":" + uri.port);
     req.set(bhttp::field::user_agent, "trackd");
     req.set(bhttp::field::accept, "application/json");
     if (!content_type.empty()) req.set(bhttp::field::content_type, content_type);
