@@ -8,6 +8,9 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git ccache
   librdkafka-dev libpqxx-dev libpq-dev libgeos-dev libproj-dev proj-data libsimdjson-dev
   libboost-dev libboost-system-dev libfmt-dev libtomlplusplus-dev
+  # net/: https to REST catalogs and schema registries (Boost.Asio SSL over OpenSSL); the tests
+  # make a throwaway CA with the openssl command
+  libssl-dev openssl ca-certificates
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   # decode/: Protobuf payloads (protoc generates trackd.v1.Position at build time; the .proto
   # parser for registry schemas has its header in libprotoc-dev, its code in libprotobuf)

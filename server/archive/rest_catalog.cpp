@@ -9,15 +9,27 @@
 
 #include "trackd/core/log.hpp"
 #include "trackd/core/pause_point.hpp"
+#include "trackd/net/http_client.hpp"
 
 #include "catalog.hpp"
-#include "http_client.hpp"
 
 namespace trackd::archive {
 namespace {
 
 using json = nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
+using net::HttpRequestError;
+using net::HttpResponse;
+using net::url_encode;
+
+net::HttpOptions http_options(const config::ArchiveConfig& c) {
+    net::HttpOptions o;
+    o.connect_timeout = std::chrono::milliseconds(c.rest_timeout_ms);
+    o.read_timeout = std::chrono::milliseconds(c.rest_timeout_ms);
+    o.body_limit = std::size_t{256} << 20U;  // a table's metadata grows with its snapshots
+    o.tls = {c.rest_ca_file, "archive.rest_ca_file"};
+    return o;
+}
 
 // The server's error document ({"error": {"message", "type", "code"}}) or the body itself.
 std::string error_text(const HttpResponse& r) {
@@ -84,11 +96,9 @@ json updates_between(const json& base, const json& next) {
 class RestCatalog final : public Catalog {
   public:
     explicit RestCatalog(const config::ArchiveConfig& c)
-        : config_(c),
-          uri_(parse_http_uri(c.rest_uri)),
-          http_(std::chrono::milliseconds(c.rest_timeout_ms)) {
+        : config_(c), uri_(net::parse_uri(c.rest_uri)), http_(http_options(c)) {
         if (!c.rest_credential.empty()) {
-            oauth_uri_ = parse_http_uri(c.rest_oauth2_uri.empty() ? c.rest_uri + "/v1/oauth/tokens"
+            oauth_uri_ = net::parse_uri(c.rest_oauth2_uri.empty() ? c.rest_uri + "/v1/oauth/tokens"
                                                                   : c.rest_oauth2_uri);
         }
     }
@@ -301,9 +311,9 @@ class RestCatalog final : public Catalog {
     }
 
     const config::ArchiveConfig& config_;
-    HttpUri uri_;
-    std::optional<HttpUri> oauth_uri_;
-    HttpClient http_;
+    net::Uri uri_;
+    std::optional<net::Uri> oauth_uri_;
+    net::HttpClient http_;
     bool configured_ = false;
     std::string prefix_;
     std::string token_;

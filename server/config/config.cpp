@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <regex>
@@ -200,6 +201,8 @@ const std::vector<Field>& fields() {
               Secret::opaque),
         field("kafka", "schema_registry_timeout_ms", &Config::kafka,
               &KafkaConfig::schema_registry_timeout_ms),
+        field("kafka", "schema_registry_ca_file", &Config::kafka,
+              &KafkaConfig::schema_registry_ca_file),
         field("pg", "dsn", &Config::pg, &PgConfig::dsn, Secret::dsn),
         field("pg", "connect_timeout_s", &Config::pg, &PgConfig::connect_timeout_s),
         field("pg", "lock_timeout_ms", &Config::pg, &PgConfig::lock_timeout_ms),
@@ -256,6 +259,7 @@ const std::vector<Field>& fields() {
         field("archive", "rest_oauth2_uri", &Config::archive, &ArchiveConfig::rest_oauth2_uri),
         field("archive", "rest_scope", &Config::archive, &ArchiveConfig::rest_scope),
         field("archive", "rest_timeout_ms", &Config::archive, &ArchiveConfig::rest_timeout_ms),
+        field("archive", "rest_ca_file", &Config::archive, &ArchiveConfig::rest_ca_file),
         field("archive", "partition", &Config::archive, &ArchiveConfig::partition),
         field("archive", "compaction_interval_s", &Config::archive,
               &ArchiveConfig::compaction_interval_s),
@@ -430,6 +434,32 @@ void require(bool ok, const std::string& key, const std::string& problem) {
     if (!ok) throw ConfigError(key, problem);
 }
 
+// "http://" or "https://" and something after it.
+bool http_uri(const std::string& uri) {
+    for (const std::string_view scheme : {"http://", "https://"}) {
+        if (uri.rfind(scheme, 0) == 0 && uri.size() > scheme.size()) return true;
+    }
+    return false;
+}
+
+// A CA file setting: empty, or a readable file holding PEM certificates, for a client that
+// speaks https (`used`, what `needs` names).
+void require_ca_file(const std::string& path, const std::string& key, bool used,
+                     const std::string& needs) {
+    if (path.empty()) return;
+    require(used, key, "is only used with " + needs);
+    std::error_code ec;
+    require(std::filesystem::exists(path, ec), key, "'" + path + "' does not exist");
+    require(std::filesystem::is_regular_file(path, ec), key,
+            "'" + path + "' is not a file (a PEM file of CA certificates)");
+    std::ifstream in(path);
+    require(in.is_open(), key, "'" + path + "' cannot be read");
+    std::stringstream text;
+    text << in.rdbuf();
+    require(text.str().find("-----BEGIN CERTIFICATE-----") != std::string::npos, key,
+            "'" + path + "' holds no PEM certificate (-----BEGIN CERTIFICATE-----)");
+}
+
 void validate(const Config& c) {
     require(!c.kafka.brokers.empty(), "kafka.brokers", "must not be empty (host:port,...)");
     require(!c.kafka.topic.empty(), "kafka.topic", "must not be empty");
@@ -453,13 +483,13 @@ void validate(const Config& c) {
             "'" + fmt_name + "' is not one of json, protobuf, auto");
     const auto& url = c.kafka.schema_registry_url;
     if (!url.empty()) {
-        require(url.rfind("https://", 0) != 0, "kafka.schema_registry_url",
-                "https is not supported; reach the registry over http (a TLS proxy on loopback)");
         static const std::regex kUrl(
-            R"(http://([^/:@]+:[^/@]*@)?[A-Za-z0-9.-]+(:[0-9]{1,5})?(/.*)?)");
+            R"(https?://([^/:@]+:[^/@]*@)?[A-Za-z0-9.-]+(:[0-9]{1,5})?(/.*)?)");
         require(std::regex_match(url, kUrl), "kafka.schema_registry_url",
-                "'" + mask_dsn(url) + "' is not http://host[:port][/path]");
+                "'" + mask_dsn(url) + "' is not http[s]://host[:port][/path]");
     }
+    require_ca_file(c.kafka.schema_registry_ca_file, "kafka.schema_registry_ca_file",
+                    url.rfind("https://", 0) == 0, "an https:// kafka.schema_registry_url");
     require(c.kafka.schema_registry_token.empty() ||
                 (c.kafka.schema_registry_user.empty() && c.kafka.schema_registry_password.empty()),
             "kafka.schema_registry_token",
@@ -568,17 +598,22 @@ void validate(const Config& c) {
     require(!a.warehouse.empty() || a.catalog_type == "rest", "archive.warehouse",
             "must not be empty with the JDBC catalog (only a REST catalog chooses a location)");
     if (a.catalog_type == "rest") {
-        require(a.rest_uri.rfind("http://", 0) == 0 && a.rest_uri.size() > 7, "archive.rest_uri",
-                a.rest_uri.empty()
-                    ? std::string("must be set when archive.catalog_type = \"rest\"")
-                    : "'" + a.rest_uri + "' is not an http:// URI (https is not supported yet)");
+        require(http_uri(a.rest_uri), "archive.rest_uri",
+                a.rest_uri.empty() ? std::string("must be set when archive.catalog_type = \"rest\"")
+                                   : "'" + a.rest_uri + "' is not an http:// or https:// URI");
         require(a.rest_token.empty() || a.rest_credential.empty(), "archive.rest_token",
                 "set either archive.rest_token or archive.rest_credential, not both");
         require(a.rest_credential.empty() || a.rest_credential.find(':') != std::string::npos,
                 "archive.rest_credential", "must be \"client_id:client_secret\"");
-        require(a.rest_oauth2_uri.empty() || a.rest_oauth2_uri.rfind("http://", 0) == 0,
-                "archive.rest_oauth2_uri",
-                "'" + a.rest_oauth2_uri + "' is not an http:// URI (https is not supported yet)");
+        require(a.rest_oauth2_uri.empty() || http_uri(a.rest_oauth2_uri), "archive.rest_oauth2_uri",
+                "'" + a.rest_oauth2_uri + "' is not an http:// or https:// URI");
+        require_ca_file(
+            a.rest_ca_file, "archive.rest_ca_file",
+            a.rest_uri.rfind("https://", 0) == 0 || a.rest_oauth2_uri.rfind("https://", 0) == 0,
+            "an https:// archive.rest_uri or archive.rest_oauth2_uri");
+    } else {
+        require(a.rest_ca_file.empty(), "archive.rest_ca_file",
+                "is only used with archive.catalog_type = \"rest\"");
     }
     require(a.rest_timeout_ms >= 100 && a.rest_timeout_ms <= 600000, "archive.rest_timeout_ms",
             "must be between 100 and 600000");

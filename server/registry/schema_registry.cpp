@@ -2,6 +2,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -9,23 +10,14 @@
 #include <thread>
 #include <utility>
 
-#include <boost/asio/connect.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <fmt/format.h>
 
 #include "trackd/core/log.hpp"
 #include "trackd/core/metrics.hpp"
+#include "trackd/net/http_client.hpp"
 
 namespace trackd::registry {
 namespace {
-
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-using tcp = asio::ip::tcp;
 
 constexpr std::size_t kMaxBody = 4U << 20U;
 
@@ -64,93 +56,62 @@ class TransientError : public std::runtime_error {
 }  // namespace
 
 Endpoint endpoint_of(const config::KafkaConfig& kafka) {
+    const auto uri = net::parse_uri(kafka.schema_registry_url);
     Endpoint e;
-    std::string_view rest = kafka.schema_registry_url;
-    if (rest.rfind("http://", 0) == 0) rest.remove_prefix(7);
-    const auto slash = rest.find('/');
-    std::string_view authority = rest.substr(0, slash);
-    if (slash != std::string_view::npos) e.base_path = std::string(rest.substr(slash));
-    while (!e.base_path.empty() && e.base_path.back() == '/') e.base_path.pop_back();
-    std::string userinfo;
-    if (const auto at = authority.rfind('@'); at != std::string_view::npos) {
-        userinfo = std::string(authority.substr(0, at));
-        authority.remove_prefix(at + 1);
-    }
-    const auto colon = authority.rfind(':');
-    e.host = std::string(authority.substr(0, colon));
-    if (colon != std::string_view::npos) e.port = std::string(authority.substr(colon + 1));
+    e.scheme = uri.scheme;
+    e.host = uri.host;
+    e.port = uri.port;
+    e.base_path = uri.path;
+    e.ca_file = kafka.schema_registry_ca_file;
     if (!kafka.schema_registry_token.empty()) {
         e.authorization = "Bearer " + kafka.schema_registry_token;
     } else if (!kafka.schema_registry_user.empty()) {
         e.authorization =
             "Basic " + base64(kafka.schema_registry_user + ":" + kafka.schema_registry_password);
-    } else if (!userinfo.empty()) {
-        e.authorization = "Basic " + base64(userinfo);
+    } else if (!uri.userinfo.empty()) {
+        e.authorization = "Basic " + base64(uri.userinfo);
     }
     return e;
 }
 
+namespace {
+
+net::HttpClient client_for(const Endpoint& endpoint, std::chrono::milliseconds timeout) {
+    net::HttpOptions o;
+    o.connect_timeout = timeout;
+    o.read_timeout = timeout;
+    o.body_limit = kMaxBody;
+    o.tls = {endpoint.ca_file, "kafka.schema_registry_ca_file"};
+    return net::HttpClient(std::move(o));
+}
+
+HttpAnswer get_schema(const net::HttpClient& client, const Endpoint& endpoint,
+                      std::uint32_t schema_id) {
+    std::map<std::string, std::string> headers = {
+        {"Accept", "application/vnd.schemaregistry.v1+json, application/json"}};
+    if (!endpoint.authorization.empty()) headers["Authorization"] = endpoint.authorization;
+    const net::Uri uri{endpoint.scheme, {}, endpoint.host, endpoint.port, endpoint.base_path};
+    try {
+        auto r =
+            client.send(uri, "GET", fmt::format("{}/schemas/ids/{}", endpoint.base_path, schema_id),
+                        {}, {}, headers);
+        return HttpAnswer{r.status, std::move(r.body)};
+    } catch (const net::HttpRequestError& e) {
+        throw TransientError(
+            fmt::format("{}:{}: {}: {}", endpoint.host, endpoint.port, e.step(), e.detail()));
+    }
+}
+
+}  // namespace
+
 HttpAnswer get_schema(const Endpoint& endpoint, std::uint32_t schema_id,
                       std::chrono::milliseconds timeout) {
-    asio::io_context ioc;
-    tcp::resolver resolver(ioc);
-    beast::tcp_stream stream(ioc);
-    http::request<http::empty_body> req{
-        http::verb::get, fmt::format("{}/schemas/ids/{}", endpoint.base_path, schema_id), 11};
-    req.set(http::field::host, endpoint.host + ":" + endpoint.port);
-    req.set(http::field::user_agent, "trackd");
-    req.set(http::field::accept, "application/vnd.schemaregistry.v1+json, application/json");
-    if (!endpoint.authorization.empty())
-        req.set(http::field::authorization, endpoint.authorization);
-    beast::flat_buffer buffer;
-    http::response_parser<http::string_body> parser;
-    parser.body_limit(kMaxBody);
-    beast::error_code failure;
-    const char* step = "resolve";
-    // One deadline for the whole exchange; asynchronous operations honour it.
-    stream.expires_after(timeout);
-    resolver.async_resolve(
-        endpoint.host, endpoint.port,
-        [&](beast::error_code ec, const tcp::resolver::results_type& r) {
-            if (ec) {
-                failure = ec;
-                return;
-            }
-            step = "connect";
-            stream.async_connect(r, [&](beast::error_code ec2, const tcp::endpoint&) {
-                if (ec2) {
-                    failure = ec2;
-                    return;
-                }
-                step = "send";
-                http::async_write(stream, req, [&](beast::error_code ec3, std::size_t) {
-                    if (ec3) {
-                        failure = ec3;
-                        return;
-                    }
-                    step = "read the answer";
-                    http::async_read(stream, buffer, parser,
-                                     [&](beast::error_code ec4, std::size_t) { failure = ec4; });
-                });
-            });
-        });
-    ioc.run_for(timeout + std::chrono::seconds(1));
-    if (!ioc.stopped()) failure = beast::error::timeout;  // resolve has no deadline of its own
-    beast::error_code ignored;
-    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
-    if (failure) {
-        throw TransientError(
-            fmt::format("{}:{}: {}: {}", endpoint.host, endpoint.port, step,
-                        failure == beast::error::timeout
-                            ? fmt::format("no answer within {} ms", timeout.count())
-                            : failure.message()));
-    }
-    auto res = parser.release();
-    return HttpAnswer{static_cast<int>(res.result_int()), std::move(res.body())};
+    return get_schema(client_for(endpoint, timeout), endpoint, schema_id);
 }
 
 struct SchemaRegistry::State {
     Endpoint endpoint;
+    std::optional<net::HttpClient> client;
     std::string url_for_logs;  // without credentials
     std::chrono::milliseconds timeout{5000};
     std::mutex mutex;
@@ -182,7 +143,7 @@ struct SchemaRegistry::State {
             std::optional<SchemaAnswer> answer;
             std::string problem;
             try {
-                auto res = get_schema(endpoint, id, timeout);
+                auto res = get_schema(*client, endpoint, id);
                 if (res.status == 200) {
                     answer = SchemaAnswer{id, true, std::move(res.body)};
                 } else if (res.status == 404) {
@@ -222,9 +183,10 @@ struct SchemaRegistry::State {
 SchemaRegistry::SchemaRegistry(const config::KafkaConfig& kafka)
     : state_(std::make_shared<State>()) {
     state_->endpoint = endpoint_of(kafka);
-    state_->url_for_logs = "http://" + state_->endpoint.host + ":" + state_->endpoint.port +
-                           state_->endpoint.base_path;
+    state_->url_for_logs = state_->endpoint.scheme + "://" + state_->endpoint.host + ":" +
+                           state_->endpoint.port + state_->endpoint.base_path;
     state_->timeout = std::chrono::milliseconds(kafka.schema_registry_timeout_ms);
+    state_->client.emplace(client_for(state_->endpoint, state_->timeout));
     state_->thread = std::thread([s = state_.get()] { s->run(); });
 }
 

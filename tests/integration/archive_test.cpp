@@ -16,11 +16,20 @@
 
 #include "support/archive_fixture.hpp"
 #include "support/free_port.hpp"
+#include "support/http_front.hpp"
 #include "support/ingest_harness.hpp"
+#include "support/own_services.hpp"
 #include "support/pg_fault_proxy.hpp"
+#include "support/test_ca.hpp"
 
 namespace trackd::test {
 namespace {
+
+// `trackd migrate` on the test's database.
+CommandResult migrate(const TestDatabase& db) {
+    return run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
+                       " migrate");
+}
 
 std::int64_t query_int(const std::string& dsn, const std::string& sql) {
     db::Connection conn(dsn, "test");
@@ -38,6 +47,11 @@ bool wait_for_value(const std::string& dsn, const std::string& sql, std::int64_t
     }
     return false;
 }
+
+// Batches not yet in the archive (0: all of them are).
+constexpr const char* kAllArchived =
+    "SELECT count(*) FROM trackd.ingest_batches WHERE archive_seq IS NULL OR archive_seq > "
+    "coalesce((SELECT archived_seq FROM trackd.archive_progress), -1)";
 
 std::size_t count_of(const std::string& text, const std::string& what) {
     std::size_t n = 0;
@@ -127,8 +141,7 @@ TEST(ArchiveRest, IngestedHistoryReadBackByPyIcebergDuckDbAndFastavro) {
 void batch_committing_later_archived_once(CatalogKind kind) {
     const std::string tag = kind == CatalogKind::rest ? "archrestorder" : "archorder";
     TestDatabase db(tag);
-    auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
-                         " migrate");
+    const auto m = migrate(db);
     ASSERT_EQ(m.exit_code, 0) << m.output;
     ArchiveFixture a(db.dsn(), tag, kind);
     auto insert = [](db::Connection& c, std::int64_t batch, int partition) {
@@ -262,8 +275,7 @@ TEST(ArchiveRest, SurvivesSigkillAtRandomMomentsAndDuringCommits) {
 // for day partitions is refused, naming the key, since a table's spec is fixed at creation.
 TEST(Archive, HourPartitionsFixedAtCreation) {
     TestDatabase db("archhour");
-    auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
-                         " migrate");
+    const auto m = migrate(db);
     ASSERT_EQ(m.exit_code, 0) << m.output;
     ArchiveFixture a(db.dsn(), "archhour");
     db::Connection conn(db.dsn(), "test");
@@ -306,8 +318,7 @@ TEST(Archive, HourPartitionsFixedAtCreation) {
 
 TEST(Archive, RetentionKeepsPartitionsUntilTheirRowsAreArchived) {
     TestDatabase db("archret");
-    auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
-                         " migrate");
+    const auto m = migrate(db);
     ASSERT_EQ(m.exit_code, 0) << m.output;
     ArchiveFixture a(db.dsn(), "archret");
     db::Connection conn(db.dsn(), "test");
@@ -353,8 +364,7 @@ TEST(Archive, RetentionKeepsPartitionsUntilTheirRowsAreArchived) {
 
 TEST(Archive, MaintenanceAfter200CommitsExpiresMergesAndDeletesOrphans) {
     TestDatabase db("archmaint");
-    auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
-                         " migrate");
+    const auto m = migrate(db);
     ASSERT_EQ(m.exit_code, 0) << m.output;
     ArchiveFixture a(db.dsn(), "archmaint");
     db::Connection conn(db.dsn(), "test");
@@ -440,8 +450,7 @@ TEST(Archive, MaintenanceAfter200CommitsExpiresMergesAndDeletesOrphans) {
 // deletes the replaced files.
 TEST(Archive, CompactionAfter200SmallCommitsKeepsEveryRow) {
     TestDatabase db("archcompact");
-    auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
-                         " migrate");
+    const auto m = migrate(db);
     ASSERT_EQ(m.exit_code, 0) << m.output;
     ArchiveFixture a(db.dsn(), "archcompact");
     db::Connection conn(db.dsn(), "test");
@@ -531,8 +540,7 @@ TEST(Archive, CompactionAfter200SmallCommitsKeepsEveryRow) {
 // archiver's lock and history sessions go through the proxy untouched.
 TEST(Archive, LostCatalogCommitRepliesLoseNothing) {
     TestDatabase db("archlost");
-    auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
-                         " migrate");
+    const auto m = migrate(db);
     ASSERT_EQ(m.exit_code, 0) << m.output;
     ArchiveFixture a(db.dsn(), "archlost");
     const auto [host, port] = pg_endpoint(db.dsn());
@@ -551,9 +559,6 @@ TEST(Archive, LostCatalogCommitRepliesLoseNothing) {
             "generate_series(1, 25) g",
             {std::to_string(batch), std::to_string(partition)});
     };
-    const std::string all_archived =
-        "SELECT count(*) FROM trackd.ingest_batches WHERE archive_seq IS NULL OR archive_seq > "
-        "coalesce((SELECT archived_seq FROM trackd.archive_progress), -1)";
 
     // The archiver loop; the replies to its first three catalog COMMITs are lost. One batch at a
     // time, each archived before the next is written: one snapshot per batch, four in all.
@@ -565,7 +570,7 @@ TEST(Archive, LostCatalogCommitRepliesLoseNothing) {
     auto archiver = a.start_archiver(log, through);
     for (int i = 0; i < kCommits; ++i) {
         insert_batch(i % 2);
-        ASSERT_TRUE(wait_for_value(db.dsn(), all_archived, 0, std::chrono::seconds(120)))
+        ASSERT_TRUE(wait_for_value(db.dsn(), kAllArchived, 0, std::chrono::seconds(120)))
             << "batch " << i << "\n"
             << IngestHarness::read_file(log);
     }
@@ -641,35 +646,6 @@ TEST(Archive, LostCatalogCommitRepliesLoseNothing) {
     expect_avro_ok(a.check("avro"));
 }
 
-// tests/integration/rest_proxy.py in front of the REST catalog server: a token check of the
-// test's own (the server enforces none), lost commit replies, failed commits.
-struct RestProxy {
-    std::string log;
-    std::string uri;
-    std::unique_ptr<ChildProcess> process;
-
-    RestProxy(const std::string& tag, const std::vector<std::string>& options) {
-        const auto port = free_port();
-        log = ::testing::TempDir() + tag + "-proxy-" + std::to_string(getpid()) + ".log";
-        fs::remove(log);
-        std::vector<std::string> argv = {
-            std::string(TRACKD_SOURCE_DIR) + "/.venv/bin/python",
-            std::string(TRACKD_SOURCE_DIR) + "/tests/integration/rest_proxy.py",
-            "--listen",
-            std::to_string(port),
-            "--upstream",
-            iceberg_rest_uri()};
-        argv.insert(argv.end(), options.begin(), options.end());
-        process = std::make_unique<ChildProcess>(argv, std::map<std::string, std::string>{}, log);
-        uri = "http://127.0.0.1:" + std::to_string(port);
-        EXPECT_TRUE(wait_for_log(log, "listening on", std::chrono::seconds(30)))
-            << IngestHarness::read_file(log);
-    }
-    [[nodiscard]] std::size_t count(const std::string& what) const {
-        return count_of(IngestHarness::read_file(log), what);
-    }
-};
-
 void insert_rows(db::Connection& c, int batch, int rows) {
     c.query(
         "INSERT INTO trackd.vehicle_telemetry_history SELECT 'veh-' || (g % 5), now() - g * "
@@ -684,11 +660,10 @@ void insert_rows(db::Connection& c, int batch, int rows) {
 // static bearer token (archive.rest_token) works too.
 TEST(ArchiveRest, OAuth2ClientCredentialsAndStaticBearerToken) {
     TestDatabase db("archrestauth");
-    auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
-                         " migrate");
+    const auto m = migrate(db);
     ASSERT_EQ(m.exit_code, 0) << m.output;
     ArchiveFixture a(db.dsn(), "archrestauth", CatalogKind::rest);
-    RestProxy proxy("archrestauth",
+    HttpFront proxy("archrestauth", iceberg_rest_uri(),
                     {"--client-id", "trackd-archiver", "--client-secret", "s3cret&=value",
                      "--token", "static-bearer", "--token-uses", "3"});
     db::Connection conn(db.dsn(), "test writer");
@@ -739,14 +714,13 @@ TEST(ArchiveRest, OAuth2ClientCredentialsAndStaticBearerToken) {
 // (merge manifests: a new snapshot; expiry: snapshots removed) with both its replies lost.
 TEST(ArchiveRest, LostAndFailedCommitRepliesLoseNothing) {
     TestDatabase db("archrestlost");
-    auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
-                         " migrate");
+    const auto m = migrate(db);
     ASSERT_EQ(m.exit_code, 0) << m.output;
     ArchiveFixture a(db.dsn(), "archrestlost", CatalogKind::rest);
     db::Connection conn(db.dsn(), "test writer");
 
     {
-        RestProxy proxy("archrestlost", {"--lose-commit-replies", "1"});
+        HttpFront proxy("archrestlost", iceberg_rest_uri(), {"--lose-commit-replies", "1"});
         insert_rows(conn, 1, 25);
         const auto once = a.archive("--once", {{"TRACKD_ARCHIVE_REST_URI", proxy.uri}});
         ASSERT_EQ(once.exit_code, 0) << once.output;
@@ -758,7 +732,7 @@ TEST(ArchiveRest, LostAndFailedCommitRepliesLoseNothing) {
             << once.output;
     }
     {
-        RestProxy proxy("archrestfail", {"--fail-commits", "1"});
+        HttpFront proxy("archrestfail", iceberg_rest_uri(), {"--fail-commits", "1"});
         insert_rows(conn, 2, 25);
         const auto once = a.archive("--once", {{"TRACKD_ARCHIVE_REST_URI", proxy.uri}});
         ASSERT_EQ(once.exit_code, 0) << once.output;
@@ -777,7 +751,7 @@ TEST(ArchiveRest, LostAndFailedCommitRepliesLoseNothing) {
     EXPECT_EQ(f.at("snapshots"), "3") << "a snapshot of the same rows twice";
     expect_exact(a.check("compare"));
     {
-        RestProxy proxy("archrestmaint", {"--lose-commit-replies", "2"});
+        HttpFront proxy("archrestmaint", iceberg_rest_uri(), {"--lose-commit-replies", "2"});
         const auto r = a.archive("maintain", {{"TRACKD_ARCHIVE_REST_URI", proxy.uri},
                                               {"TRACKD_ARCHIVE_SNAPSHOT_MAX_AGE_S", "0"},
                                               {"TRACKD_ARCHIVE_MIN_SNAPSHOTS_TO_KEEP", "2"},
@@ -811,6 +785,122 @@ TEST(ArchiveRest, LostAndFailedCommitRepliesLoseNothing) {
     EXPECT_EQ(v.at("iceberg_rows"), "75");
     EXPECT_EQ(v.at("max_files_per_partition"), "1");
     EXPECT_EQ(a.check("table").at("current_operation"), "replace");
+}
+
+// The HTTP status of a GET straight to a REST catalog server (not through a test's front).
+std::string rest_status(const std::string& rest_uri, const std::string& path) {
+    return run_command("curl -s -o /dev/null -w '%{http_code}' " + shell_quote(rest_uri + path))
+        .output;
+}
+
+// The REST catalog over https: a TLS front (rest_proxy.py with a certificate of a throwaway CA)
+// before the real server. A certificate that is not trusted (another CA, the system's store
+// without the CA, expired, for another name) stops the archiver before anything is sent, with an
+// error that names the URI, the reason and the key to set, and nothing is committed; with
+// archive.rest_ca_file naming the CA the archive goes through https, exactly.
+TEST(ArchiveRest, HttpsChecksTheCatalogsCertificate) {
+    TestDatabase db("archresttls");
+    const auto m = migrate(db);
+    ASSERT_EQ(m.exit_code, 0) << m.output;
+    ArchiveFixture a(db.dsn(), "archresttls", CatalogKind::rest);
+    const TlsFronts tls("archresttls", iceberg_rest_uri());
+    db::Connection conn(db.dsn(), "test writer");
+    insert_rows(conn, 1, 40);
+    tls.each_refusal("archive.rest_ca_file", [&](const HttpFront& f, const std::string& ca_file,
+                                                 const std::string& reason) {
+        std::map<std::string, std::string> env = {{"TRACKD_ARCHIVE_REST_URI", f.uri}};
+        if (!ca_file.empty()) env["TRACKD_ARCHIVE_REST_CA_FILE"] = ca_file;
+        const auto once = a.archive("--once", env);
+        EXPECT_NE(once.exit_code, 0) << once.output;
+        EXPECT_NE(once.output.find("GET " + f.uri +
+                                   "/v1/config: TLS handshake: the server's "
+                                   "certificate is not trusted: " +
+                                   reason),
+                  std::string::npos)
+            << once.output;
+        EXPECT_EQ(f.count("forwarded"), 0U) << f.text();
+    });
+    // Nothing reached the catalog: no namespace, no table, no progress.
+    EXPECT_EQ(rest_status(iceberg_rest_uri(), "/v1/namespaces/" + a.namespace_name()), "404");
+    EXPECT_EQ(query_int(db.dsn(), "SELECT count(*) FROM trackd.archive_progress"), 0);
+
+    const auto& good = tls.good;
+    const auto once = a.archive("--once", {{"TRACKD_ARCHIVE_REST_URI", good->uri},
+                                           {"TRACKD_ARCHIVE_REST_CA_FILE", tls.ca.ca_file()}});
+    ASSERT_EQ(once.exit_code, 0) << once.output << good->text();
+    EXPECT_NE(once.output.find("archived 40 rows in 1 commits"), std::string::npos) << once.output;
+    EXPECT_EQ(good->count("TLS handshake failed"), 2U) << good->text();
+    EXPECT_EQ(good->count("forwarded POST /v1/namespaces/" + a.namespace_name() +
+                          "/tables/vehicle_positions 200"),
+              1U)
+        << "the commit went through https\n"
+        << good->text();
+    const auto c = a.check("compare");
+    expect_exact(c);
+    EXPECT_EQ(c.at("iceberg_rows"), "40");
+}
+
+// The REST catalog server SIGKILLed while trackd's commit is in flight, then started again (its
+// catalog is a SQLite file, so it keeps its tables). A front holds the commit on purpose, so the
+// kill lands while the archiver waits for the answer: once before the server has the request
+// (not applied), once after it applied it and before the answer left (applied). The archiver
+// never gets an answer, cannot reach the catalog while it is down, and learns each outcome by
+// loading the table once the server is back: PostGIS rows = Iceberg rows, nothing doubled, one
+// snapshot per batch. The test's own server, so that killing it disturbs no other test.
+TEST(ArchiveRest, ServerKilledMidCommitOutcomeReadFromTheTable) {
+    const OwnIcebergRest rest("archrestkill");
+    TestDatabase db("archrestkill");
+    const auto m = migrate(db);
+    ASSERT_EQ(m.exit_code, 0) << m.output;
+    ArchiveFixture a(db.dsn(), "archrestkill", CatalogKind::rest, rest.uri());
+    db::Connection conn(db.dsn(), "test writer");
+    int batch = 0;
+    for (const std::string held : {"before", "after"}) {
+        SCOPED_TRACE("commit held " + held + " the server applied it");
+        const std::string tag = "archrestkill-" + held;
+        const std::string release =
+            ::testing::TempDir() + tag + "-" + std::to_string(getpid()) + ".go";
+        fs::remove(release);
+        const HttpFront front(tag, rest.uri(), {"--hold-commit-" + held, release});
+        insert_rows(conn, ++batch, 30);
+        const std::string log =
+            ::testing::TempDir() + tag + "-" + std::to_string(getpid()) + ".log";
+        fs::remove(log);
+        auto archiver = a.start_archiver(log, {{"TRACKD_ARCHIVE_REST_URI", front.uri},
+                                               {"TRACKD_ARCHIVE_REST_TIMEOUT_MS", "60000"},
+                                               {"TRACKD_ARCHIVE_MAINTENANCE_INTERVAL_S", "0"},
+                                               {"TRACKD_ARCHIVE_COMPACTION_INTERVAL_S", "0"}});
+        ASSERT_TRUE(front.wait_for(held == "before" ? "commit held before the server"
+                                                    : "commit answer held (server answered 200)"))
+            << front.text() << IngestHarness::read_file(log);
+        rest.kill();
+        std::ofstream(release) << "go";
+        ASSERT_TRUE(front.wait_for("commit dropped")) << front.text();
+        ASSERT_TRUE(wait_for_log(log, "archive commit outcome unknown, reading the catalog back",
+                                 std::chrono::seconds(60)))
+            << IngestHarness::read_file(log);
+        // While the server is down the outcome cannot be read: the archiver keeps the files
+        // and retries.
+        ASSERT_TRUE(wait_for_log(log, "archive failed, retrying", std::chrono::seconds(60)))
+            << IngestHarness::read_file(log);
+        rest.start();
+        ASSERT_TRUE(wait_for_value(db.dsn(), kAllArchived, 0, std::chrono::seconds(120)))
+            << IngestHarness::read_file(log) << front.text();
+        archiver->kill(SIGTERM);
+        EXPECT_EQ(archiver->wait(), 0);
+        const auto out = IngestHarness::read_file(log);
+        EXPECT_EQ(count_of(out, "archive commit outcome unknown, reading the catalog back"), 1U)
+            << out;
+        // Not applied: archived again once the table said so; applied: the table said so, and
+        // nothing was committed again.
+        EXPECT_EQ(count_of(out, "archive committed"), held == "before" ? 1U : 0U) << out;
+        const auto f = a.check("files");
+        EXPECT_EQ(f.at("missing_files"), "0");
+        EXPECT_EQ(f.at("snapshots"), std::to_string(batch)) << "a snapshot of the same rows twice";
+        const auto c = a.check("compare");
+        expect_exact(c);
+        EXPECT_EQ(c.at("iceberg_rows"), std::to_string(30 * batch));
+    }
 }
 
 }  // namespace

@@ -11,6 +11,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "trackd/net/http_client.hpp"
+
 #include "support/child_process.hpp"
 #include "support/free_port.hpp"
 #include "support/http_client.hpp"
@@ -26,20 +28,6 @@ std::string read_text(const fs::path& p) {
     std::ostringstream s;
     s << in.rdbuf();
     return s.str();
-}
-
-std::string url_encode(const std::string& s) {
-    std::string out;
-    for (const unsigned char c : s) {
-        if (std::isalnum(c) != 0 || c == '_' || c == '-' || c == '.' || c == '~') {
-            out += static_cast<char>(c);
-        } else {
-            char buf[4];
-            std::snprintf(buf, sizeof buf, "%%%02X", c);
-            out += buf;
-        }
-    }
-    return out;
 }
 
 // GET /metrics until it answers (trackd starts its HTTP server after the schema check).
@@ -128,7 +116,7 @@ TEST(Operations, PrometheusScrapesTrackdDuringIngest) {
          "--web.listen-address=127.0.0.1:" + std::to_string(prom_port)},
         {}, (dir / "prometheus.log").string());
     const auto query = [&](const std::string& promql) {
-        return HttpClient(prom_port).get("/api/v1/query?query=" + url_encode(promql));
+        return HttpClient(prom_port).get("/api/v1/query?query=" + net::url_encode(promql));
     };
 
     h.produce(20, 3000);

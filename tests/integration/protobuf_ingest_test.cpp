@@ -15,8 +15,10 @@
 #include "trackd/registry/schema_registry.hpp"
 
 #include "support/http_client.hpp"
+#include "support/http_front.hpp"
 #include "support/ingest_harness.hpp"
 #include "support/protobuf_fixtures.hpp"
+#include "support/test_ca.hpp"
 
 namespace trackd::test {
 namespace {
@@ -282,6 +284,68 @@ TEST(RegistryClient, FetchesFromTheRealRegistry) {
     EXPECT_EQ(answers[1].schema_id, ids.unknown);
     EXPECT_FALSE(answers[1].found);
     EXPECT_NE(answers[1].body.find("the registry answered 404"), std::string::npos);
+}
+
+// The client over https: a TLS front (rest_proxy.py with a throwaway CA's certificate) before
+// the real registry. With kafka.schema_registry_ca_file naming the CA the answers are the
+// registry's; with the system's trust store, another CA, an expired certificate or one for
+// another name the handshake is refused, and the error says why (not an answer: retried).
+TEST(RegistryClient, HttpsChecksTheRegistrysCertificate) {
+    const auto ids = register_schemas("tls-" + std::to_string(getpid()));
+    const Registry registry;
+    const TlsFronts tls("registrytls", "http://127.0.0.1:" + std::to_string(registry.port));
+    const auto& good = tls.good;
+    const auto kafka_for = [&](const HttpFront& f, const std::string& ca_file) {
+        config::KafkaConfig k;
+        k.format = "protobuf";
+        k.schema_registry_url = f.uri + registry.base;
+        k.schema_registry_ca_file = ca_file;
+        return k;
+    };
+
+    const auto endpoint = registry::endpoint_of(kafka_for(*good, tls.ca.ca_file()));
+    EXPECT_EQ(endpoint.scheme, "https");
+    const auto found = registry::get_schema(endpoint, ids.position, std::chrono::seconds(5));
+    ASSERT_EQ(found.status, 200) << found.body << good->text();
+    config::KafkaConfig plain;
+    plain.format = "protobuf";
+    plain.schema_registry_url = registry_url();
+    EXPECT_EQ(found.body, registry::get_schema(registry::endpoint_of(plain), ids.position,
+                                               std::chrono::seconds(5))
+                              .body);
+    EXPECT_EQ(registry::get_schema(endpoint, ids.unknown, std::chrono::seconds(5)).status, 404);
+
+    const auto refused = [&](const HttpFront& f, const std::string& ca_file,
+                             const std::string& reason) {
+        const auto e = registry::endpoint_of(kafka_for(f, ca_file));
+        try {
+            registry::get_schema(e, ids.position, std::chrono::seconds(5));
+            ADD_FAILURE() << "no error for " << f.uri;
+        } catch (const std::runtime_error& err) {
+            EXPECT_EQ(
+                std::string(err.what())
+                    .find("localhost:" + e.port +
+                          ": TLS handshake: the server's certificate is not trusted: " + reason),
+                0U)
+                << err.what();
+        }
+    };
+    tls.each_refusal("kafka.schema_registry_ca_file", refused);
+    EXPECT_EQ(good->count("forwarded GET"), 2U) << good->text();
+    EXPECT_EQ(tls.expired->count("forwarded"), 0U);
+    EXPECT_EQ(tls.elsewhere->count("forwarded"), 0U);
+
+    // The client's thread over https.
+    registry::SchemaRegistry client(kafka_for(*good, tls.ca.ca_file()));
+    client.request(ids.position);
+    std::vector<registry::SchemaAnswer> answers;
+    ASSERT_TRUE(wait_until(std::chrono::seconds(30), [&] {
+        for (auto& a : client.take_answers()) answers.push_back(std::move(a));
+        return !answers.empty();
+    }));
+    ASSERT_EQ(answers.size(), 1U);
+    EXPECT_TRUE(answers[0].found);
+    EXPECT_EQ(answers[0].body, found.body);
 }
 
 // kafka.format = auto: JSON from one fleet, framed Protobuf from another while trackd is killed

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""A proxy in front of Apache Iceberg's REST catalog server, for archive_test.cpp.
+"""A proxy in front of Apache Iceberg's REST catalog server, for archive_test.cpp (and a TLS
+front for any HTTP server: the registry's https test puts it in front of the schema registry).
 
 The server accepts any request (its /v1/oauth/tokens hands out a token to anyone and nothing is
 checked), so the tests put this in front of it:
@@ -13,17 +14,30 @@ checked), so the tests put this in front of it:
                                      answered by the server, but the proxy closes the client's
                                      connection instead of passing the answer on
   --fail-commits N                   the first N commits are answered 503 without being forwarded
+  --hold-commit-before FILE          the first commit waits until FILE exists before it is
+                                     forwarded (the test kills the server meanwhile)
+  --hold-commit-after FILE           the first commit is forwarded and answered by the server;
+                                     its answer waits until FILE exists, then the client's
+                                     connection is closed without it
+  --tls-cert PEM --tls-key PEM       speak https (TLS 1.2+) with this certificate
+
+A commit the server cannot be reached for is not answered: the client's connection is closed,
+as a server killed mid-request would leave it; any other request gets a 502.
 
 Every other request is forwarded unchanged when it carries an accepted token (or always, when
 no --client-id and no --token is given). Prints one line per event on stdout, flushed:
 "token issued", "token refused", "credential refused", "forwarded <METHOD> <path> <status>",
-"commit reply lost", "commit failed 503".
+"commit reply lost", "commit failed 503", "commit held before the server", "commit answer held",
+"commit dropped", "upstream unreachable", "TLS handshake failed".
 """
 import argparse
 import http.server
+import os
 import re
+import ssl
 import sys
 import threading
+import time
 
 import requests
 
@@ -40,14 +54,31 @@ def main():
     p.add_argument("--token-uses", type=int, default=0)
     p.add_argument("--lose-commit-replies", type=int, default=0)
     p.add_argument("--fail-commits", type=int, default=0)
+    p.add_argument("--hold-commit-before")
+    p.add_argument("--hold-commit-after")
+    p.add_argument("--tls-cert")
+    p.add_argument("--tls-key")
     args = p.parse_args()
     lock = threading.Lock()
-    state = {"issued": 0, "uses": {}, "lose": args.lose_commit_replies, "fail": args.fail_commits}
+    state = {"issued": 0, "uses": {}, "lose": args.lose_commit_replies, "fail": args.fail_commits,
+             "hold_before": bool(args.hold_commit_before),
+             "hold_after": bool(args.hold_commit_after)}
     checking = bool(args.client_id or args.token)
 
     def say(line):
         with lock:
             print(line, flush=True)
+
+    def take(key):
+        """True the first time only (one held commit per option)."""
+        with lock:
+            first = state[key]
+            state[key] = False
+            return first
+
+    def wait_for_file(path):
+        while not os.path.exists(path):
+            time.sleep(0.05)
 
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -61,6 +92,17 @@ def main():
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+
+        def handle(self):
+            try:
+                super().handle()
+            except (ssl.SSLError, ConnectionResetError) as e:
+                say(f"TLS handshake failed: {getattr(e, 'reason', None) or e}")
+
+        def drop(self):
+            """Closes the client's connection without an answer."""
+            self.close_connection = True
+            self.connection.shutdown(2)
 
         def body(self):
             n = int(self.headers.get("Content-Length") or 0)
@@ -118,8 +160,27 @@ def main():
                     return
             headers = {k: v for k, v in self.headers.items()
                        if k.lower() in ("content-type", "accept")}
-            r = requests.request(method, args.upstream + self.path, data=data, headers=headers,
-                                 timeout=60)
+            if commit and take("hold_before"):
+                say("commit held before the server")
+                wait_for_file(args.hold_commit_before)
+            try:
+                r = requests.request(method, args.upstream + self.path, data=data,
+                                     headers=headers, timeout=60)
+            except requests.RequestException as e:
+                if commit:
+                    say(f"commit dropped: the server is gone ({type(e).__name__})")
+                    self.drop()
+                    return
+                say(f"upstream unreachable {method} {path}")
+                self.reply(502, b'{"error": {"message": "the catalog server is unreachable", '
+                                b'"type": "BadGateway", "code": 502}}')
+                return
+            if commit and take("hold_after"):
+                say(f"commit answer held (server answered {r.status_code})")
+                wait_for_file(args.hold_commit_after)
+                say("commit dropped: its answer is not passed on")
+                self.drop()
+                return
             if commit:
                 with lock:
                     lose = state["lose"] > 0
@@ -127,8 +188,7 @@ def main():
                         state["lose"] -= 1
                 if lose:
                     say(f"commit reply lost (server answered {r.status_code})")
-                    self.close_connection = True
-                    self.connection.shutdown(2)
+                    self.drop()
                     return
             say(f"forwarded {method} {path} {r.status_code}")
             self.reply(r.status_code, r.content, r.headers.get("Content-Type", "application/json"))
@@ -146,6 +206,14 @@ def main():
             self.handle_any("DELETE")
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", args.listen), Handler)
+    if args.tls_cert:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(args.tls_cert, args.tls_key)
+        # The handshake runs in the handler's thread: a client that refuses the certificate
+        # fails only its own connection.
+        server.socket = context.wrap_socket(server.socket, server_side=True,
+                                            do_handshake_on_connect=False)
     say(f"listening on 127.0.0.1:{args.listen}")
     server.serve_forever()
 

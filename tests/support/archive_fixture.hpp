@@ -3,7 +3,8 @@
 // through tests/integration/archive_check.py in the project's .venv, with the assertions of
 // "the table holds exactly the history, once". The same tests run against the JDBC catalog in
 // the test's PostgreSQL and against Apache Iceberg's REST catalog server (one server for every
-// test: each test's table is in a namespace of its own, in the test's own warehouse).
+// test: each test's table is in a namespace of its own, in the test's own warehouse; a test that
+// kills the server passes its own, support/own_services.hpp).
 #pragma once
 
 #include <filesystem>
@@ -47,9 +48,10 @@ inline const char* to_string(CatalogKind k) { return k == CatalogKind::rest ? "r
 class ArchiveFixture {
   public:
     ArchiveFixture(const std::string& dsn, const std::string& tag,
-                   CatalogKind kind = CatalogKind::jdbc)
+                   CatalogKind kind = CatalogKind::jdbc, std::string rest_uri = iceberg_rest_uri())
         : dsn_(dsn),
           kind_(kind),
+          rest_uri_(std::move(rest_uri)),
           warehouse_(::testing::TempDir() + "trackd-wh-" + tag + "-" + std::to_string(getpid())),
           namespace_(kind == CatalogKind::rest ? "t_" + tag + "_" + std::to_string(getpid()) + "_" +
                                                      std::to_string(time(nullptr))
@@ -76,7 +78,7 @@ class ArchiveFixture {
                                                 {"TRACKD_ARCHIVE_POLL_INTERVAL_MS", "100"}};
         if (kind_ == CatalogKind::rest) {
             e["TRACKD_ARCHIVE_CATALOG_TYPE"] = "rest";
-            e["TRACKD_ARCHIVE_REST_URI"] = iceberg_rest_uri();
+            e["TRACKD_ARCHIVE_REST_URI"] = rest_uri_;
             e["TRACKD_ARCHIVE_NAMESPACE"] = namespace_;
         }
         for (auto& [k, v] : extra) e[k] = v;
@@ -101,7 +103,7 @@ class ArchiveFixture {
                                           : " --pg " + shell_quote(dsn_) + " --table " +
                                                 namespace_ + ".vehicle_positions";
         if (kind_ == CatalogKind::rest && what != "avro") {
-            args += " --rest " + shell_quote(iceberg_rest_uri());
+            args += " --rest " + shell_quote(rest_uri_);
         }
         const auto r = run_command(py + what + args);
         EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -111,6 +113,7 @@ class ArchiveFixture {
   private:
     std::string dsn_;
     CatalogKind kind_;
+    std::string rest_uri_;  // the catalog's own address (not a front a test puts before it)
     std::string warehouse_;
     std::string namespace_;
 };

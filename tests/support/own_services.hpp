@@ -1,16 +1,21 @@
-// Services of a test's own: a PostgreSQL cluster or a Kafka broker started by the project's
-// scripts (scripts/pg.sh, scripts/kafka.sh) in a private folder on free ports, for tests that stop
-// or restart a service, so that they never disturb the tests that share the local services.
+// Services of a test's own: a PostgreSQL cluster, a Kafka broker or an Iceberg REST catalog
+// server started by the project's scripts (scripts/pg.sh, scripts/kafka.sh,
+// scripts/iceberg-rest.sh) in a private folder on free ports, for tests that stop, kill or
+// restart a service, so that they never disturb the tests that share the local services.
 // Each object points the test process's environment (TEST_PG_ADMIN_DSN, TEST_KAFKA_BROKERS and
 // the scripts' variables) at its service while it lives.
 #pragma once
 
+#include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include "support/free_port.hpp"
@@ -113,6 +118,58 @@ class OwnKafka {
     ScopedEnv controller_env_;
     ScopedEnv dir_env_;
     ScopedEnv brokers_env_;
+};
+
+// Apache Iceberg's REST catalog server of the test's own (scripts/iceberg-rest.sh in a private
+// folder, on a free port), its catalog in a SQLite file there, so that it keeps its tables when
+// it is killed and started again. Tables are created with the test's own location.
+class OwnIcebergRest {
+  public:
+    explicit OwnIcebergRest(const std::string& tag)
+        : dir_(temp_dir(tag + "-rest")), port_(free_port()) {
+        start();
+    }
+    ~OwnIcebergRest() {
+        ctl("stop");
+        run_command("rm -rf " + shell_quote(dir_));
+    }
+    OwnIcebergRest(const OwnIcebergRest&) = delete;
+    OwnIcebergRest& operator=(const OwnIcebergRest&) = delete;
+
+    [[nodiscard]] std::string uri() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+    void start() const {
+        const auto r = ctl("start");
+        if (r.exit_code != 0)
+            throw std::runtime_error("iceberg-rest.sh start failed:\n" + r.output);
+    }
+
+    // SIGKILL, as a crash or the OOM killer would, and waits until it is gone.
+    void kill() const {
+        std::ifstream in(dir_ + "/iceberg-rest/server.pid");
+        pid_t pid = 0;
+        in >> pid;
+        if (pid <= 0 || ::kill(pid, SIGKILL) != 0)
+            throw std::runtime_error("no REST server to kill");
+        // Gone, or a zombie (an empty command line) until its parent reaps it.
+        const auto cmdline = "/proc/" + std::to_string(pid) + "/cmdline";
+        for (int i = 0; i < 200; ++i) {
+            std::ifstream c(cmdline);
+            if (!c || c.peek() == std::ifstream::traits_type::eof()) return;
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        throw std::runtime_error("the REST server outlived SIGKILL");
+    }
+
+    CommandResult ctl(const std::string& args) const {
+        return run_command("TRACKD_LOCAL_DIR=" + shell_quote(dir_) +
+                           " LOCAL_ICEBERG_REST_PORT=" + std::to_string(port_) + " " +
+                           std::string(TRACKD_SOURCE_DIR) + "/scripts/iceberg-rest.sh " + args);
+    }
+
+  private:
+    std::string dir_;
+    unsigned short port_;
 };
 
 }  // namespace trackd::test

@@ -26,9 +26,12 @@ struct KafkaConfig {
     // Confluent wire format) or "auto" (Confluent-framed Protobuf when the first byte is 0,
     // JSON otherwise).
     std::string format = "json";
-    // A Confluent-compatible schema registry, http://host:port[/path] (Apicurio:
+    // A Confluent-compatible schema registry, http[s]://host:port[/path] (Apicurio:
     // .../apis/ccompat/v7). Empty: framed messages are read without looking at their schema id.
     std::string schema_registry_url;
+    // PEM file of the CAs an https registry's certificate is checked against (instead of the
+    // system's trust store); empty: the system's.
+    std::string schema_registry_ca_file;
     // Optional auth: HTTP basic (user + password) or a bearer token, not both.
     std::string schema_registry_user;
     std::string schema_registry_password;  // never logged or printed
@@ -124,16 +127,19 @@ struct ArchiveConfig {
     std::string catalog_type = "jdbc";  // "jdbc" (tables in trackd's PostgreSQL) or "rest"
     std::string catalog = "trackd";     // catalog_name in the JDBC catalog tables
     // The Iceberg REST catalog (catalog_type = "rest"); names as PyIceberg's RestCatalog has them.
-    std::string rest_uri;        // uri: "http://host:8181" (the part before /v1)
+    std::string rest_uri;        // uri: "http[s]://host:8181" (the part before /v1)
     std::string rest_warehouse;  // warehouse: sent to GET /v1/config (Polaris: the catalog name)
     std::string rest_token;      // token: a static bearer token
     std::string
         rest_credential;  // credential: "client_id:client_secret" (OAuth2 client credentials)
     std::string rest_oauth2_uri;         // oauth2-server-uri: default <rest_uri>/v1/oauth/tokens
     std::string rest_scope = "catalog";  // scope of the OAuth2 token request
-    int rest_timeout_ms = 30000;         // one request's limit (connect, send, answer)
-    std::string partition = "day";       // day(recorded_at) or hour(recorded_at), at creation
-    std::string namespace_ = "trackd";   // [archive] namespace
+    // PEM file of the CAs an https catalog's (and OAuth2 server's) certificate is checked against,
+    // instead of the system's trust store; empty: the system's.
+    std::string rest_ca_file;
+    int rest_timeout_ms = 30000;        // one request's limit (connect, send, answer)
+    std::string partition = "day";      // day(recorded_at) or hour(recorded_at), at creation
+    std::string namespace_ = "trackd";  // [archive] namespace
     std::string table = "vehicle_positions";
     std::int64_t target_file_bytes = 128LL << 20;  // a commit as soon as this much is pending...
     int commit_interval_s = 120;        // ...or when the oldest pending batch is this old

@@ -8,10 +8,14 @@
 // trackd_schema_registry_requests_total{outcome="error"} and retried with backoff (0.1 s
 // doubling to 5 s) until it is answered or the client is destroyed. The body is not interpreted
 // here (decode/ reads it). Auth: kafka.schema_registry_user/_password (basic, or user:password
-// in the URL) or kafka.schema_registry_token (bearer); secrets are never logged.
+// in the URL) or kafka.schema_registry_token (bearer); secrets are never logged. An https URL
+// is verified against kafka.schema_registry_ca_file or the system's trust store (a certificate
+// refused is an error like any other: logged, retried). The constructor throws when the CA
+// file cannot be loaded.
 //
 // Threading: request() and take_answers() may be called from any thread; the destructor stops
-// the fetch thread within about one kafka.schema_registry_timeout_ms.
+// the fetch thread within about two kafka.schema_registry_timeout_ms (one to connect, one for
+// the answer).
 #pragma once
 
 #include <chrono>
@@ -31,17 +35,20 @@ struct SchemaAnswer {
 };
 
 // Where the registry is, parsed from kafka.schema_registry_url
-// (http://[user:pw@]host[:port][/path]).
+// (http[s]://[user:pw@]host[:port][/path]), and kafka.schema_registry_ca_file.
 struct Endpoint {
+    std::string scheme = "http";  // or "https": verified (trackd/net/http_client.hpp)
     std::string host;
-    std::string port = "80";
+    std::string port = "80";    // 443 for https when the URL names none
     std::string base_path;      // "" or "/apis/ccompat/v7" (no trailing slash)
     std::string authorization;  // the Authorization header's value, or ""
+    std::string ca_file;        // the CAs an https registry is checked against; "": the system's
 };
 Endpoint endpoint_of(const config::KafkaConfig& kafka);
 
 // One GET of <base_path>/schemas/ids/<id>: the status and body, or throws
-// std::runtime_error (connection refused, timeout, cut short) saying what happened.
+// std::runtime_error (connection refused, timeout, cut short, a certificate not trusted)
+// saying what happened, as "host:port: step: what".
 struct HttpAnswer {
     int status = 0;
     std::string body;
