@@ -1,9 +1,9 @@
 #include "file_io.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include <arrow/buffer.h>
@@ -63,7 +63,8 @@ class BoundedBackoff final : public arrow::fs::S3RetryStrategy {
         const auto delay =
             std::min<std::int64_t>(static_cast<std::int64_t>(base_ms_) << shift, kMaxDelayMs);
         // Half fixed, half random: writers retrying together spread out.
-        return delay / 2 + static_cast<std::int64_t>(std::rand() % (delay / 2 + 1));  // NOLINT
+        thread_local std::minstd_rand gen{std::random_device{}()};
+        return delay / 2 + std::uniform_int_distribution<std::int64_t>(0, delay / 2)(gen);
     }
 
   private:
