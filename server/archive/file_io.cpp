@@ -17,6 +17,7 @@
 #include "trackd/archive/object_storage.hpp"
 #include "trackd/core/error.hpp"
 #include "trackd/core/log.hpp"
+#include "trackd/core/metrics.hpp"
 
 extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX, not in a header
 
@@ -49,6 +50,10 @@ class BoundedBackoff final : public arrow::fs::S3RetryStrategy {
     bool ShouldRetry(const AWSErrorDetail& error, std::int64_t attempted_retries) override {
         const bool retry = error.should_retry && attempted_retries + 1 < attempts_;
         if (retry) {
+            static core::metrics::Counter& retries = core::metrics::counter(
+                "trackd_archive_storage_retries_total",
+                "Object storage (S3) requests of the archive retried after a retryable error");
+            retries.inc();
             core::log::warn("archive storage request failed, retrying",
                             {{"error", error.exception_name + ": " + error.message},
                              {"retry", std::to_string(attempted_retries + 1)},

@@ -12,6 +12,6 @@
 namespace trackd::archive {
 
 // Throws std::runtime_error when the file cannot be read or lacks a column.
-std::vector<ArchiveRow> read_archive_rows(FileIO& io, const std::string& uri);
+std::vector<ArchiveRow> read_archive_rows(FileIO& io, const std::string& path);
 
 }  // namespace trackd::archive
