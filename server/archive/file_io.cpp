@@ -1,6 +1,7 @@
 #include "file_io.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -343,6 +344,13 @@ void FileIO::check_warehouse(const std::string& warehouse) {
                                 fmt::format("bucket '{}' does not exist at {} (trackd does not "
                                             "create buckets)",
                                             bucket, where));
+    }
+}
+
+ObjectStorageRuntime::ObjectStorageRuntime() {
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): main, before any other thread
+    if (std::getenv("AWS_REGION") == nullptr && std::getenv("AWS_DEFAULT_REGION") == nullptr) {
+        ::setenv("AWS_DEFAULT_REGION", "us-east-1", 0);  // NOLINT(concurrency-mt-unsafe)
     }
 }
 

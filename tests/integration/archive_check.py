@@ -30,6 +30,11 @@ import sys
 
 ARGS = None
 
+# pyarrow's S3 filesystem (the AWS SDK) asks the EC2 instance metadata service for a region and
+# credentials unless told: the tests give both, and never reach for anything off loopback.
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
+
 
 def local(uri):
     """A file URI as a path: file:///x, file:/x (as Hadoop writes it) or /x."""

@@ -117,6 +117,9 @@ class ArchiveFixture {
                                                 {"TRACKD_ARCHIVE_WAREHOUSE", warehouse()},
                                                 {"TRACKD_ARCHIVE_COMMIT_INTERVAL_S", "1"},
                                                 {"TRACKD_ARCHIVE_POLL_INTERVAL_MS", "100"}};
+        // The tests give trackd a key pair: nothing may reach for the EC2 instance metadata
+        // service (169.254.169.254) either.
+        if (storage_ == StorageKind::s3) e["AWS_EC2_METADATA_DISABLED"] = "true";
         if (storage_ == StorageKind::s3 && kind_ == CatalogKind::rest) {
             // Both routes to the S3 settings run: the AWS environment here...
             e["AWS_ENDPOINT_URL"] = s3_endpoint();
