@@ -6,7 +6,8 @@
 #
 # Arrow/Parquet C++ come from the pinned pyarrow wheel (Debian 12 packages no Arrow; see
 # README.md): the build stage installs it into a virtualenv, and the runtime stage gets only its
-# libarrow/libparquet shared libraries.
+# libarrow/libparquet/libarrow_s3 shared libraries (the last for s3:// warehouses; it bundles the
+# AWS SDK).
 
 FROM debian:bookworm AS build
 ARG DEBIAN_FRONTEND=noninteractive

@@ -37,6 +37,11 @@ if(TRACKD_ARROW_ROUTE STREQUAL "auto" OR TRACKD_ARROW_ROUTE STREQUAL "system")
     add_library(ArrowParquet::ArrowParquet INTERFACE IMPORTED)
     target_link_libraries(ArrowParquet::ArrowParquet INTERFACE Parquet::parquet_shared
                                                                Arrow::arrow_shared)
+    # S3 (s3:// warehouses): its own library since Arrow 22 (ArrowS3), inside libarrow before.
+    find_package(ArrowS3 CONFIG QUIET)
+    if(TARGET ArrowS3::arrow_s3_shared)
+      target_link_libraries(ArrowParquet::ArrowParquet INTERFACE ArrowS3::arrow_s3_shared)
+    endif()
     set(ArrowParquet_FOUND TRUE)
     set(ArrowParquet_ROUTE "system")
     set(ArrowParquet_VERSION "${Arrow_VERSION}")
@@ -66,7 +71,9 @@ if(NOT ArrowParquet_FOUND AND (TRACKD_ARROW_ROUTE STREQUAL "auto" OR
       list(GET _ap_lines 2 _ap_version)
       find_library(_ap_arrow NAMES arrow PATHS "${_ap_libdir}" NO_DEFAULT_PATH NO_CACHE)
       find_library(_ap_parquet NAMES parquet PATHS "${_ap_libdir}" NO_DEFAULT_PATH NO_CACHE)
-      if(_ap_arrow AND _ap_parquet AND EXISTS "${_ap_include}/parquet/arrow/writer.h")
+      # The wheel is built with ARROW_S3; its S3 filesystem is libarrow_s3 (s3:// warehouses).
+      find_library(_ap_s3 NAMES arrow_s3 PATHS "${_ap_libdir}" NO_DEFAULT_PATH NO_CACHE)
+      if(_ap_arrow AND _ap_parquet AND _ap_s3 AND EXISTS "${_ap_include}/parquet/arrow/writer.h")
         # Link the versioned file itself (libarrow.so.2600): that is the soname the loader looks
         # for, found through the build RPATH CMake derives from the full path.
         file(REAL_PATH "${_ap_arrow}" _ap_arrow_real)
@@ -80,14 +87,21 @@ if(NOT ArrowParquet_FOUND AND (TRACKD_ARROW_ROUTE STREQUAL "auto" OR
           IMPORTED_LOCATION "${_ap_parquet_real}"
           INTERFACE_INCLUDE_DIRECTORIES "${_ap_include}"
           INTERFACE_LINK_LIBRARIES ArrowParquet::arrow)
+        file(REAL_PATH "${_ap_s3}" _ap_s3_real)
+        add_library(ArrowParquet::arrow_s3 SHARED IMPORTED)
+        set_target_properties(ArrowParquet::arrow_s3 PROPERTIES
+          IMPORTED_LOCATION "${_ap_s3_real}"
+          INTERFACE_INCLUDE_DIRECTORIES "${_ap_include}"
+          INTERFACE_LINK_LIBRARIES ArrowParquet::arrow)
         add_library(ArrowParquet::ArrowParquet INTERFACE IMPORTED)
-        target_link_libraries(ArrowParquet::ArrowParquet INTERFACE ArrowParquet::parquet)
+        target_link_libraries(ArrowParquet::ArrowParquet INTERFACE ArrowParquet::parquet
+                                                                   ArrowParquet::arrow_s3)
         set(ArrowParquet_FOUND TRUE)
         set(ArrowParquet_ROUTE "pyarrow (${_ap_libdir})")
         set(ArrowParquet_VERSION "${_ap_version}")
       else()
         string(APPEND _ap_why
-               "  pyarrow: ${_ap_libdir} lacks libarrow/libparquet or ${_ap_include} lacks headers\n")
+               "  pyarrow: ${_ap_libdir} lacks libarrow/libparquet/libarrow_s3 or ${_ap_include} lacks headers\n")
       endif()
     endif()
   endif()

@@ -15,10 +15,14 @@
 #
 # Environment:
 #   LOCAL_ICEBERG_REST_PORT   port on 127.0.0.1 (default 55181)
-#   CATALOG_*                 any other setting of the server passes through, e.g. for s3://
-#                             tables CATALOG_S3_ENDPOINT, CATALOG_S3_PATH__STYLE__ACCESS=true,
-#                             CATALOG_S3_ACCESS__KEY__ID, CATALOG_S3_SECRET__ACCESS__KEY,
-#                             CATALOG_CLIENT_REGION (iceberg-aws is on its class path)
+#   LOCAL_S3_PORT             the port of scripts/s3.sh's S3 server (default 55900): s3://
+#                             tables are read and written there (iceberg-aws is on the class
+#                             path): CATALOG_S3_ENDPOINT defaults to it, with path-style access,
+#                             region us-east-1 and the key pair the tests use
+#   CATALOG_*                 any other setting of the server passes through (and the five
+#                             above can be overridden): CATALOG_S3_ENDPOINT,
+#                             CATALOG_S3_PATH__STYLE__ACCESS, CATALOG_S3_ACCESS__KEY__ID,
+#                             CATALOG_S3_SECRET__ACCESS__KEY, CATALOG_CLIENT_REGION
 #   TRACKD_CACHE_DIR          jar cache root (default <repo>/.cache)
 #   TRACKD_LOCAL_DIR          state root (default <repo>/.local): iceberg-rest/, logs/iceberg-rest.log
 #   ICEBERG_REST_HEAP         JVM heap flags (default "-Xmx384m")
@@ -101,6 +105,12 @@ start() {
     export CATALOG_WAREHOUSE="$state/warehouse" CATALOG_URI="jdbc:sqlite:$state/catalog.db"
     export CATALOG_CLIENTS="${CATALOG_CLIENTS:-1}"
     export CATALOG_REST_PORT="$port" CATALOG_IO__IMPL=org.apache.iceberg.io.ResolvingFileIO
+    # s3:// through the same S3 server trackd and the readers use (scripts/s3.sh).
+    export CATALOG_S3_ENDPOINT="${CATALOG_S3_ENDPOINT:-http://127.0.0.1:${LOCAL_S3_PORT:-55900}}"
+    export CATALOG_S3_PATH__STYLE__ACCESS="${CATALOG_S3_PATH__STYLE__ACCESS:-true}"
+    export CATALOG_S3_ACCESS__KEY__ID="${CATALOG_S3_ACCESS__KEY__ID:-trackd-test}"
+    export CATALOG_S3_SECRET__ACCESS__KEY="${CATALOG_S3_SECRET__ACCESS__KEY:-trackd-test-secret}"
+    export CATALOG_CLIENT_REGION="${CATALOG_CLIENT_REGION:-us-east-1}"
     exec setsid nohup java "${heap_opts[@]}" -XX:+UseSerialGC -cp "$cache/classes:$cache/libs/*" \
       "$main_class" </dev/null >>"$log_file" 2>&1 9>&- 8>&-
   ) &

@@ -2,8 +2,9 @@
 # Starts, stops and reports the local services trackd's tests and demo use: a throwaway
 # PostgreSQL/PostGIS cluster (scripts/pg.sh), its streaming replica (scripts/pg-replica.sh), a
 # single-node Kafka broker (scripts/kafka.sh), a Confluent-compatible schema registry
-# (scripts/registry.sh) and Apache Iceberg's REST catalog server (scripts/iceberg-rest.sh), all
-# kept in the project-local folder .local/ (logs in .local/logs/).
+# (scripts/registry.sh), an S3-compatible object store (moto, scripts/s3.sh) and Apache Iceberg's
+# REST catalog server (scripts/iceberg-rest.sh, reading and writing s3:// through that store),
+# all kept in the project-local folder .local/ (logs in .local/logs/).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(dirname "$here")"
@@ -15,10 +16,12 @@ case "${1:-}" in
     bash "$here/pg-replica.sh" start
     bash "$here/kafka.sh" start
     bash "$here/registry.sh" start
+    bash "$here/s3.sh" start
     bash "$here/iceberg-rest.sh" start
     ;;
   stop)
     bash "$here/iceberg-rest.sh" stop || true
+    bash "$here/s3.sh" stop || true
     bash "$here/registry.sh" stop || true
     bash "$here/kafka.sh" stop || true
     bash "$here/pg-replica.sh" stop || true
@@ -29,6 +32,7 @@ case "${1:-}" in
     bash "$here/pg-replica.sh" status || true
     bash "$here/kafka.sh" status || true
     bash "$here/registry.sh" status || true
+    bash "$here/s3.sh" status || true
     bash "$here/iceberg-rest.sh" status || true
     ;;
   logs)

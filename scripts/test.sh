@@ -53,6 +53,7 @@ export TEST_PG_ADMIN_DSN="${TEST_PG_ADMIN_DSN:-postgresql://postgres@127.0.0.1:$
 export TEST_KAFKA_BROKERS="${TEST_KAFKA_BROKERS:-127.0.0.1:${LOCAL_KAFKA_PORT:-59092}}"
 export TEST_PG_REPLICA_DSN="${TEST_PG_REPLICA_DSN:-postgresql://postgres@127.0.0.1:${LOCAL_PG_REPLICA_PORT:-55433}/postgres}"
 export TEST_ICEBERG_REST_URI="${TEST_ICEBERG_REST_URI:-http://127.0.0.1:${LOCAL_ICEBERG_REST_PORT:-55181}}"
+export TEST_S3_ENDPOINT="${TEST_S3_ENDPOINT:-http://127.0.0.1:${LOCAL_S3_PORT:-55900}}"
 
 step "install system packages"
 bash "$here/setup.sh"

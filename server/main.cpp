@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "trackd/archive/archiver.hpp"
+#include "trackd/archive/object_storage.hpp"
 #include "trackd/audit/audit.hpp"
 #include "trackd/config/config.hpp"
 #include "trackd/core/error.hpp"
@@ -180,6 +181,8 @@ int cmd_run(const trackd::config::Config& config) {
 
 int main(int argc, char** argv) {
     const int failure = is_audit(argc, argv) ? 2 : 1;
+    // Arrow's S3 subsystem, finalised after every archive object is gone (s3:// warehouses).
+    const trackd::archive::ObjectStorageRuntime object_storage;
     try {
         const Args args = parse_args(argc, argv);
         // Before the config and the database: a bad flag needs neither.

@@ -13,6 +13,7 @@
 #include "trackd/db/connection.hpp"
 
 #include "catalog.hpp"
+#include "file_io.hpp"
 #include "history_source.hpp"
 #include "iceberg_table.hpp"
 #include "parquet_file_writer.hpp"
@@ -24,10 +25,16 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-// "/var/lib/x" or "file:///var/lib/x" -> "file:///var/lib/x/<namespace>/<table>".
+// "/var/lib/x" or "file:///var/lib/x" -> "file:///var/lib/x/<namespace>/<table>";
+// "s3://bucket/prefix/" -> "s3://bucket/prefix/<namespace>/<table>".
 // Empty with a REST catalog and no warehouse: the catalog chooses.
 std::string table_location(const config::ArchiveConfig& c) {
     if (c.warehouse.empty()) return {};
+    if (is_s3_uri(c.warehouse)) {
+        const auto [bucket, prefix] = split_s3_uri(c.warehouse);
+        return "s3://" + bucket + "/" + (prefix.empty() ? "" : prefix + "/") + c.namespace_ + "/" +
+               c.table;
+    }
     std::string path = local_path(c.warehouse);
     path = fs::absolute(path).lexically_normal().string();
     while (path.size() > 1 && path.back() == '/') path.pop_back();
@@ -76,6 +83,7 @@ struct Archiver::Impl {
     const config::Config& config;
     TableIdent ident;
     std::string location;
+    FileIO io;  // every archive file, for as long as the Archiver lives
     std::unique_ptr<db::Connection> lock_conn;  // holds the session advisory lock, nothing else
     std::unique_ptr<db::Connection> conn;       // stamps, reads the history, retention
     std::unique_ptr<Catalog> catalog;  // on its own connection(s): "trackd archive catalog"
@@ -87,7 +95,12 @@ struct Archiver::Impl {
     explicit Impl(const config::Config& c)
         : config(c),
           ident{c.archive.catalog, c.archive.namespace_, c.archive.table},
-          location(table_location(c.archive)) {}
+          location(table_location(c.archive)),
+          io(resolve_s3_settings(c.archive, aws_environment())) {
+        // A warehouse that cannot work stops start-up here, naming the key, rather than in the
+        // retry loop.
+        io.check_warehouse(c.archive.warehouse);
+    }
 
     void connect() {
         if (conn && conn->ok() && lock_conn && lock_conn->ok()) return;
@@ -103,7 +116,7 @@ struct Archiver::Impl {
                 return std::make_unique<db::Connection>(config.pg, "trackd archive catalog");
             });
         }
-        table = std::make_unique<IcebergTable>(*catalog, ident, location,
+        table = std::make_unique<IcebergTable>(*catalog, io, ident, location,
                                                config.archive.metadata_versions_max,
                                                partition_unit(config.archive.partition));
     }
@@ -188,7 +201,7 @@ struct Archiver::Impl {
         next.archived_seq = chunk.upto;
         next.max_ingest_batch_id =
             std::max(before.max_ingest_batch_id.value_or(chunk.max_batch), chunk.max_batch);
-        std::vector<std::string> written;  // local paths, removed if the commit is abandoned
+        std::vector<std::string> written;  // URIs, removed if the commit is abandoned
         const auto started = Clock::now();
         try {
             source.read(chunk, to_string(table->partition_unit()), [&](const ArchiveRow& row) {
@@ -200,9 +213,9 @@ struct Archiver::Impl {
                 }
                 if (!writer) {
                     day = d;
-                    auto [uri, path] = table->new_data_file(day);
-                    written.push_back(path);
-                    writer = std::make_unique<ParquetFileWriter>(path, uri, day);
+                    const auto uri = table->new_data_file(day);
+                    written.push_back(uri);
+                    writer = std::make_unique<ParquetFileWriter>(io, uri, day);
                 }
                 writer->append(row);
                 auto& off = next.kafka_offsets[row.kafka_partition];
@@ -212,7 +225,7 @@ struct Archiver::Impl {
             static core::PausePoint pause("TRACKD_TEST_ARCHIVE_PAUSE_AT", "archive");
             pause.at("data-files-written");
             if (!table->append(files, before, next)) {
-                for (const auto& p : written) fs::remove(p);
+                for (const auto& p : written) io.remove(p);
                 return false;
             }
             mirror_progress();
@@ -223,8 +236,7 @@ struct Archiver::Impl {
         } catch (...) {
             // Known not committed, so unreferenced: removing them now saves the orphan sweep
             // the work.
-            std::error_code ec;
-            for (const auto& p : written) fs::remove(p, ec);
+            for (const auto& p : written) io.remove(p);
             throw;
         }
         std::int64_t rows = 0;

@@ -3,15 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <random>
 #include <set>
 #include <sstream>
 #include <tuple>
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include "trackd/core/log.hpp"
 #include "trackd/core/pause_point.hpp"
@@ -53,38 +50,6 @@ std::string uuid4() {
 std::int64_t new_snapshot_id() {
     std::uniform_int_distribution<std::int64_t> d(1, std::numeric_limits<std::int64_t>::max());
     return d(rng());
-}
-
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error("archive: cannot read " + path);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-// Written and fsynced before anything points at it; names are unique, so a crash leaves at
-// most an orphan, never a half-written file that a reader could find.
-void write_file(const std::string& path, const std::string& bytes) {
-    fs::create_directories(fs::path(path).parent_path());
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
-    if (fd < 0) throw std::runtime_error("archive: cannot create " + path);
-    std::size_t done = 0;
-    while (done < bytes.size()) {
-        const auto n = ::write(fd, bytes.data() + done, bytes.size() - done);
-        if (n <= 0) {
-            ::close(fd);
-            throw std::runtime_error("archive: cannot write " + path);
-        }
-        done += static_cast<std::size_t>(n);
-    }
-    ::fsync(fd);
-    ::close(fd);
-}
-
-void remove_quietly(const std::string& uri) {
-    std::error_code ec;
-    fs::remove(local_path(uri), ec);
 }
 
 std::int64_t summary_long(const json& snapshot, const char* key) {
@@ -143,8 +108,8 @@ void add_snapshot(json& md, std::int64_t snapshot_id, std::optional<std::int64_t
     md["snapshot-log"].push_back({{"timestamp-ms", now}, {"snapshot-id", snapshot_id}});
 }
 
-std::vector<ManifestFile> manifests_of(const json& snapshot) {
-    return read_manifest_list(read_file(local_path(snapshot["manifest-list"].get<std::string>())));
+std::vector<ManifestFile> manifests_of(FileIO& io, const json& snapshot) {
+    return read_manifest_list(io.read(snapshot["manifest-list"].get<std::string>()));
 }
 
 // The version number in "<location>/metadata/00042-<uuid>.metadata.json" (0 if none).
@@ -159,15 +124,10 @@ int metadata_version(const std::string& location) {
 
 }  // namespace
 
-std::string local_path(const std::string& uri) {
-    if (uri.rfind("file://", 0) == 0) return uri.substr(7);
-    if (uri.rfind("file:", 0) == 0) return uri.substr(5);
-    return uri;
-}
-
-IcebergTable::IcebergTable(Catalog& catalog, TableIdent ident, std::string location_uri,
+IcebergTable::IcebergTable(Catalog& catalog, FileIO& io, TableIdent ident, std::string location_uri,
                            int metadata_versions_max, PartitionUnit partition)
     : catalog_(catalog),
+      io_(io),
       ident_(std::move(ident)),
       location_(std::move(location_uri)),
       metadata_versions_max_(metadata_versions_max),
@@ -176,13 +136,13 @@ IcebergTable::IcebergTable(Catalog& catalog, TableIdent ident, std::string locat
 }
 
 json IcebergTable::load_metadata(const std::string& location) const {
-    return json::parse(read_file(local_path(location)));
+    return json::parse(io_.read(location));
 }
 
 std::string IcebergTable::write_metadata_file(const json& md) const {
     const int version = metadata_version(metadata_location_) + 1;
     auto uri = fmt::format("{}/metadata/{:05d}-{}.metadata.json", location_, version, uuid4());
-    write_file(local_path(uri), md.dump());
+    io_.write(uri, md.dump());
     return uri;
 }
 
@@ -246,7 +206,7 @@ void IcebergTable::refresh() {
             metadata_ = std::move(md);
             return;
         }
-        remove_quietly(uri);  // another process created it first: use theirs
+        io_.remove(uri);  // another process created it first: use theirs
     }
     throw std::runtime_error("archive: cannot create or load table " + ident_.dotted());
 }
@@ -294,12 +254,9 @@ void IcebergTable::check_partition_spec(const json& md) const {
         ident_.dotted(), found, to_string(partition_), to_string(partition_)));
 }
 
-std::pair<std::string, std::string> IcebergTable::new_data_file(std::int32_t partition) const {
-    const auto uri = fmt::format("{}/data/{}/{}.parquet", location_,
-                                 partition_path(partition_, partition), uuid4());
-    const auto path = local_path(uri);
-    fs::create_directories(fs::path(path).parent_path());
-    return {uri, path};
+std::string IcebergTable::new_data_file(std::int32_t partition) const {
+    return fmt::format("{}/data/{}/{}.parquet", location_, partition_path(partition_, partition),
+                       uuid4());
 }
 
 IcebergTable::Swap IcebergTable::commit_metadata(json next,
@@ -331,11 +288,11 @@ IcebergTable::Swap IcebergTable::commit_metadata(json next,
                         {{"table", ident_.dotted()}, {"metadata", committed.value_or(uri)}});
     } catch (...) {
         // The catalog answered that nothing changed (or the request never left).
-        if (client_writes) remove_quietly(uri);
+        if (client_writes) io_.remove(uri);
         throw;
     }
     if (!committed) {
-        if (client_writes) remove_quietly(uri);
+        if (client_writes) io_.remove(uri);
         return Swap::not_committed;
     }
     pause.at("committed");
@@ -436,11 +393,11 @@ bool IcebergTable::commit_with_retries(const char* operation, const Builder& bui
         } catch (const CommitStateUnknown&) {
             throw;  // the attempt's files may be referenced: all kept
         } catch (...) {
-            for (const auto& f : next->attempt_files) remove_quietly(f);
+            for (const auto& f : next->attempt_files) io_.remove(f);
             throw;
         }
         if (swap == Swap::committed) return true;
-        for (const auto& f : next->attempt_files) remove_quietly(f);
+        for (const auto& f : next->attempt_files) io_.remove(f);
         core::log::info("archive commit conflict, retrying on the new table version",
                         {{"operation", operation}, {"attempt", std::to_string(attempt + 1)}});
     }
@@ -455,7 +412,7 @@ void IcebergTable::delete_dropped_metadata(const json& before, const json& after
     for (const auto& e : after["metadata-log"]) kept.insert(e["metadata-file"].get<std::string>());
     for (const auto& e : before["metadata-log"]) {
         const auto f = e["metadata-file"].get<std::string>();
-        if (kept.count(f) == 0 && f.rfind(location_ + "/", 0) == 0) remove_quietly(f);
+        if (kept.count(f) == 0 && f.rfind(location_ + "/", 0) == 0) io_.remove(f);
     }
 }
 
@@ -478,7 +435,7 @@ bool IcebergTable::append(const std::vector<DataFile>& files, const Progress& ex
     const auto manifest_uri = fmt::format("{}/metadata/{}-m0.avro", location_, uuid4());
     if (!files.empty()) {
         const auto bytes = write_manifest(entries, partition_);
-        write_file(local_path(manifest_uri), bytes);
+        io_.write(manifest_uri, bytes);
         manifest.manifest_path = manifest_uri;
         manifest.manifest_length = static_cast<std::int64_t>(bytes.size());
         manifest.added_snapshot_id = snapshot_id;
@@ -508,7 +465,7 @@ bool IcebergTable::append(const std::vector<DataFile>& files, const Progress& ex
         if (parent) {
             const auto* p = find_snapshot(md, *parent);
             if (p == nullptr) throw std::runtime_error("archive: current snapshot missing");
-            for (auto& m : manifests_of(*p)) list.push_back(std::move(m));
+            for (auto& m : manifests_of(io_, *p)) list.push_back(std::move(m));
             prev_records = summary_long(*p, "total-records");
             prev_size = summary_long(*p, "total-files-size");
             prev_files = summary_long(*p, "total-data-files");
@@ -531,7 +488,7 @@ bool IcebergTable::append(const std::vector<DataFile>& files, const Progress& ex
 
         const auto list_uri = fmt::format("{}/metadata/snap-{}-{}-{}.avro", location_, snapshot_id,
                                           attempt + 1, uuid4());
-        write_file(local_path(list_uri), write_manifest_list(list, snapshot_id, parent, seq));
+        io_.write(list_uri, write_manifest_list(list, snapshot_id, parent, seq));
 
         add_snapshot(md, snapshot_id, parent, seq, std::move(summary), list_uri);
         put_progress(md["properties"], next);
@@ -541,7 +498,7 @@ bool IcebergTable::append(const std::vector<DataFile>& files, const Progress& ex
     };
     if (commit_with_retries("append", build)) return true;
     // Every attempt is known not to have been committed: the manifest is referenced by nothing.
-    if (!files.empty()) remove_quietly(manifest_uri);
+    if (!files.empty()) io_.remove(manifest_uri);
     return false;
 }
 
@@ -562,7 +519,7 @@ int IcebergTable::merge_manifests(const MaintenanceOptions& o) {
         if (!parent) return std::nullopt;
         const auto* p = find_snapshot(metadata_, *parent);
         if (p == nullptr) throw std::runtime_error("archive: current snapshot missing");
-        auto list = manifests_of(*p);
+        auto list = manifests_of(io_, *p);
         std::vector<ManifestFile> small;
         std::vector<ManifestFile> kept;
         for (auto& m : list) {
@@ -579,7 +536,7 @@ int IcebergTable::merge_manifests(const MaintenanceOptions& o) {
         std::vector<avro::Value> entries;
         std::int64_t min_seq = std::numeric_limits<std::int64_t>::max();
         for (const auto& m : small) {
-            for (auto e : read_manifest(read_file(local_path(m.manifest_path)))) {
+            for (auto e : read_manifest(io_.read(m.manifest_path))) {
                 if (e["status"].integer() == 2) continue;  // deleted entries are history only
                 // An EXISTING entry must carry the values it inherited (spec "Sequence Number
                 // Inheritance"), or it would take the new manifest's.
@@ -601,17 +558,16 @@ int IcebergTable::merge_manifests(const MaintenanceOptions& o) {
         merged.min_sequence_number = entries.empty() ? seq : min_seq;
         merged.added_snapshot_id = snapshot_id;
         NextVersion v;
-        write_file(local_path(merged.manifest_path), bytes);
+        io_.write(merged.manifest_path, bytes);
         v.attempt_files.push_back(merged.manifest_path);
         std::vector<ManifestFile> next_list{merged};
         for (auto& m : kept) next_list.push_back(std::move(m));
         const auto list_uri =
             fmt::format("{}/metadata/snap-{}-1-{}.avro", location_, snapshot_id, uuid4());
         try {
-            write_file(local_path(list_uri),
-                       write_manifest_list(next_list, snapshot_id, parent, seq));
+            io_.write(list_uri, write_manifest_list(next_list, snapshot_id, parent, seq));
         } catch (...) {
-            remove_quietly(merged.manifest_path);
+            io_.remove(merged.manifest_path);
             throw;
         }
         v.attempt_files.push_back(list_uri);
@@ -667,13 +623,13 @@ std::pair<int, int> IcebergTable::expire_snapshots(const MaintenanceOptions& o) 
         for (const auto& s : snaps) {
             if (keep.count(s["snapshot-id"].get<std::int64_t>()) != 0) {
                 kept_snaps.push_back(s);
-                for (const auto& m : manifests_of(s)) kept_manifests.insert(m.manifest_path);
+                for (const auto& m : manifests_of(io_, s)) kept_manifests.insert(m.manifest_path);
             } else {
                 expired.push_back(&s);
             }
         }
         for (const auto& path : kept_manifests) {
-            for (const auto& e : read_manifest(read_file(local_path(path)))) {
+            for (const auto& e : read_manifest(io_.read(path))) {
                 // A DELETED entry (a compaction's replaced file) keeps nothing alive.
                 if (e["status"].integer() == 2) continue;
                 kept_data.insert(e["data_file"]["file_path"].str());
@@ -681,10 +637,10 @@ std::pair<int, int> IcebergTable::expire_snapshots(const MaintenanceOptions& o) 
         }
         for (const auto* s : expired) {
             candidates.insert((*s)["manifest-list"].get<std::string>());
-            for (const auto& m : manifests_of(*s)) {
+            for (const auto& m : manifests_of(io_, *s)) {
                 if (kept_manifests.count(m.manifest_path) != 0) continue;
                 candidates.insert(m.manifest_path);
-                for (const auto& e : read_manifest(read_file(local_path(m.manifest_path)))) {
+                for (const auto& e : read_manifest(io_.read(m.manifest_path))) {
                     const auto& f = e["data_file"]["file_path"].str();
                     if (kept_data.count(f) == 0) candidates.insert(f);
                 }
@@ -711,7 +667,7 @@ std::pair<int, int> IcebergTable::expire_snapshots(const MaintenanceOptions& o) 
     int deleted = 0;
     for (const auto& f : candidates) {
         if (f.rfind(location_ + "/", 0) != 0) continue;  // never outside the table
-        remove_quietly(f);
+        io_.remove(f);
         ++deleted;
     }
     return {n_expired, deleted};
@@ -740,9 +696,9 @@ CompactionReport IcebergTable::compact(const CompactionOptions& o) {
     // Live data files under the size threshold, by partition; and the input's row count.
     std::map<std::int32_t, std::vector<std::string>> small;
     std::map<std::string, std::int64_t> input_rows;
-    for (const auto& m : manifests_of(*current)) {
+    for (const auto& m : manifests_of(io_, *current)) {
         if (m.content != 0) continue;
-        for (const auto& e : read_manifest(read_file(local_path(m.manifest_path)))) {
+        for (const auto& e : read_manifest(io_.read(m.manifest_path))) {
             if (e["status"].integer() == 2) continue;
             ++report.data_files_before;
             const auto& df = e["data_file"];
@@ -758,14 +714,14 @@ CompactionReport IcebergTable::compact(const CompactionOptions& o) {
     std::set<std::int32_t> partitions;
     std::int64_t rows_in = 0;
     const auto drop_written = [&] {
-        for (const auto& f : written) remove_quietly(f);
+        for (const auto& f : written) io_.remove(f);
     };
     try {
         for (const auto& [part, files] : small) {
             if (static_cast<int>(files.size()) < o.min_files) continue;
             std::vector<ArchiveRow> rows;
             for (const auto& f : files) {
-                auto more = read_archive_rows(local_path(f));
+                auto more = read_archive_rows(io_, f);
                 if (static_cast<std::int64_t>(more.size()) != input_rows[f]) {
                     throw std::runtime_error(
                         "archive: " + f + " holds " + std::to_string(more.size()) +
@@ -783,9 +739,9 @@ CompactionReport IcebergTable::compact(const CompactionOptions& o) {
                     writer.reset();
                 }
                 if (!writer) {
-                    auto [uri, path] = new_data_file(part);
+                    const auto uri = new_data_file(part);
                     written.push_back(uri);
-                    writer = std::make_unique<ParquetFileWriter>(path, uri, part);
+                    writer = std::make_unique<ParquetFileWriter>(io_, uri, part);
                 }
                 writer->append(r);
             }
@@ -820,7 +776,7 @@ CompactionReport IcebergTable::compact(const CompactionOptions& o) {
     added_manifest.manifest_path = fmt::format("{}/metadata/{}-m0.avro", location_, uuid4());
     try {
         const auto bytes = write_manifest(added, partition_);
-        write_file(local_path(added_manifest.manifest_path), bytes);
+        io_.write(added_manifest.manifest_path, bytes);
         added_manifest.manifest_length = static_cast<std::int64_t>(bytes.size());
     } catch (...) {
         drop_written();
@@ -839,8 +795,8 @@ CompactionReport IcebergTable::compact(const CompactionOptions& o) {
         std::vector<ManifestFile> list;
         std::size_t found = 0;
         std::int64_t removed_size = 0;
-        for (auto& m : manifests_of(*p)) {
-            auto entries = read_manifest(read_file(local_path(m.manifest_path)));
+        for (auto& m : manifests_of(io_, *p)) {
+            auto entries = read_manifest(io_.read(m.manifest_path));
             const bool touches = std::any_of(entries.begin(), entries.end(), [&](const auto& e) {
                 return e["status"].integer() != 2 &&
                        inputs.count(e["data_file"]["file_path"].str()) != 0;
@@ -880,7 +836,7 @@ CompactionReport IcebergTable::compact(const CompactionOptions& o) {
             rewritten.min_sequence_number =
                 min_seq == std::numeric_limits<std::int64_t>::max() ? seq : min_seq;
             rewritten.added_snapshot_id = snapshot_id;
-            write_file(local_path(rewritten.manifest_path), bytes);
+            io_.write(rewritten.manifest_path, bytes);
             v.attempt_files.push_back(rewritten.manifest_path);
             list.push_back(std::move(rewritten));
         }
@@ -891,7 +847,7 @@ CompactionReport IcebergTable::compact(const CompactionOptions& o) {
                             {{"table", ident_.dotted()},
                              {"inputs", std::to_string(inputs.size())},
                              {"still_live", std::to_string(found)}});
-            for (const auto& f : v.attempt_files) remove_quietly(f);
+            for (const auto& f : v.attempt_files) io_.remove(f);
             return std::nullopt;
         }
         added_manifest.sequence_number = seq;
@@ -899,7 +855,7 @@ CompactionReport IcebergTable::compact(const CompactionOptions& o) {
         list.insert(list.begin(), added_manifest);
         const auto list_uri = fmt::format("{}/metadata/snap-{}-{}-{}.avro", location_, snapshot_id,
                                           attempt + 1, uuid4());
-        write_file(local_path(list_uri), write_manifest_list(list, snapshot_id, *base_id, seq));
+        io_.write(list_uri, write_manifest_list(list, snapshot_id, *base_id, seq));
         v.attempt_files.push_back(list_uri);
 
         json summary = json::object();
@@ -933,12 +889,12 @@ CompactionReport IcebergTable::compact(const CompactionOptions& o) {
         throw;  // the new files may be in the table: kept (orphan clean-up if not)
     } catch (...) {
         drop_written();
-        remove_quietly(added_manifest.manifest_path);
+        io_.remove(added_manifest.manifest_path);
         throw;
     }
     if (!committed) {
         drop_written();
-        remove_quietly(added_manifest.manifest_path);
+        io_.remove(added_manifest.manifest_path);
         return CompactionReport{0, 0, 0, 0, report.data_files_before, report.data_files_before, 0};
     }
     report.data_files_after =
@@ -962,41 +918,39 @@ CompactionReport IcebergTable::compact(const CompactionOptions& o) {
 int IcebergTable::delete_orphans(const MaintenanceOptions& o) {
     refresh();  // what is referenced now, whoever committed last
     std::set<std::string> referenced;
-    referenced.insert(local_path(metadata_location_));
-    for (const auto& e : metadata_["metadata-log"]) {
-        referenced.insert(local_path(e["metadata-file"].get<std::string>()));
-    }
+    const auto add = [&](const std::string& uri) {
+        return referenced.insert(FileIO::normalize(uri)).second;
+    };
+    add(metadata_location_);
+    for (const auto& e : metadata_["metadata-log"]) add(e["metadata-file"].get<std::string>());
     for (const auto& s : metadata_["snapshots"]) {
-        referenced.insert(local_path(s["manifest-list"].get<std::string>()));
-        for (const auto& m : manifests_of(s)) {
-            if (!referenced.insert(local_path(m.manifest_path)).second) continue;
-            for (const auto& e : read_manifest(read_file(local_path(m.manifest_path)))) {
-                referenced.insert(local_path(e["data_file"]["file_path"].str()));
+        add(s["manifest-list"].get<std::string>());
+        for (const auto& m : manifests_of(io_, s)) {
+            if (!add(m.manifest_path)) continue;
+            for (const auto& e : read_manifest(io_.read(m.manifest_path))) {
+                add(e["data_file"]["file_path"].str());
             }
         }
     }
     int deleted = 0;
-    const auto root = local_path(location_);
     const auto horizon =
-        fs::file_time_type::clock::now() - std::chrono::milliseconds(o.orphan_min_age_ms);
+        std::chrono::system_clock::now() - std::chrono::milliseconds(o.orphan_min_age_ms);
+    // A listing of the table's data/ and metadata/ prefixes (on S3: LIST requests, a page of
+    // 1000 keys each), then one delete per orphan.
     for (const char* dir : {"/data", "/metadata"}) {
-        std::error_code ec;
-        if (!fs::exists(root + dir, ec)) continue;
-        for (const auto& entry : fs::recursive_directory_iterator(root + dir, ec)) {
-            if (!entry.is_regular_file()) continue;
-            const auto path = entry.path().string();
-            if (referenced.count(path) != 0) continue;
+        for (const auto& f : io_.list(location_ + dir)) {
+            const auto key = FileIO::normalize(f.uri);
+            if (referenced.count(key) != 0) continue;
             // Hadoop's local file system (a REST catalog server's FileIO) writes a checksum
             // ".<name>.crc" beside each file: it goes with its file.
-            const auto name = entry.path().filename().string();
+            const auto slash = key.rfind('/');
+            const auto name = key.substr(slash + 1);
             if (name.size() > 5 && name.front() == '.' && name.rfind(".crc") == name.size() - 4 &&
-                referenced.count(
-                    (entry.path().parent_path() / name.substr(1, name.size() - 5)).string()) != 0) {
+                referenced.count(key.substr(0, slash + 1) + name.substr(1, name.size() - 5)) != 0) {
                 continue;
             }
-            if (entry.last_write_time() > horizon) continue;  // maybe a commit in progress
-            std::error_code rm;
-            if (fs::remove(entry.path(), rm)) ++deleted;
+            if (f.modified > horizon) continue;  // maybe a commit in progress
+            if (io_.remove(f.uri)) ++deleted;
         }
     }
     return deleted;

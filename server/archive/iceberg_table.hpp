@@ -1,5 +1,6 @@
-// One Iceberg v2 table on the local filesystem, committed through a Catalog: create, append a
-// snapshot, and the maintenance that keeps it readable after a year of commits.
+// One Iceberg v2 table in a local folder or on object storage (FileIO), committed through a
+// Catalog: create, append a snapshot, and the maintenance that keeps it readable after a year of
+// commits.
 //
 // Every commit follows the spec's optimistic protocol: build the new metadata from the current
 // one, write it to a new file, swap the catalog pointer from base to new; when another writer
@@ -23,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "catalog.hpp"
+#include "file_io.hpp"
 #include "manifest.hpp"
 #include "table_schema.hpp"
 
@@ -66,14 +68,12 @@ struct MaintenanceReport {
     int orphans_deleted = 0;
 };
 
-// "file:///x/y" or "/x/y" -> "/x/y".
-std::string local_path(const std::string& uri);
-
 class IcebergTable {
   public:
     // `partition`: the partition spec of a table this creates; an existing table partitioned
     // otherwise is refused by refresh() (the spec is fixed at creation).
-    IcebergTable(Catalog& catalog, TableIdent ident, std::string location_uri,
+    // Every file goes through `io`.
+    IcebergTable(Catalog& catalog, FileIO& io, TableIdent ident, std::string location_uri,
                  int metadata_versions_max, PartitionUnit partition = PartitionUnit::day);
 
     // Reads the current metadata through the catalog, creating the table when it is missing.
@@ -109,8 +109,9 @@ class IcebergTable {
     // that are older than options.orphan_min_age_ms; returns how many.
     int delete_orphans(const MaintenanceOptions& options);
 
-    // A new file name under the table's data/ directory for a partition value (URI, path).
-    std::pair<std::string, std::string> new_data_file(std::int32_t partition) const;
+    // A new file URI under the table's data/ directory for a partition value.
+    [[nodiscard]] std::string new_data_file(std::int32_t partition) const;
+    [[nodiscard]] FileIO& io() const { return io_; }
     [[nodiscard]] PartitionUnit partition_unit() const { return partition_; }
 
   private:
@@ -150,6 +151,7 @@ class IcebergTable {
     void delete_dropped_metadata(const json& before, const json& after) const;
 
     Catalog& catalog_;
+    FileIO& io_;
     TableIdent ident_;
     std::string location_;  // URI, no trailing slash
     int metadata_versions_max_;

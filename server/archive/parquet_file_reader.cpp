@@ -26,8 +26,8 @@ std::shared_ptr<A> column(const arrow::Table& t, const char* name, const std::st
 
 }  // namespace
 
-std::vector<ArchiveRow> read_archive_rows(const std::string& path) {
-    auto file = check(arrow::io::ReadableFile::Open(path), "open " + path);
+std::vector<ArchiveRow> read_archive_rows(FileIO& io, const std::string& path) {
+    auto file = io.open_input(path);
     auto reader =
         check(parquet::arrow::OpenFile(file, arrow::default_memory_pool()), "read " + path);
     auto table = check(reader->ReadTable(), "read " + path);

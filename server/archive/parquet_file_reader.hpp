@@ -6,11 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "file_io.hpp"
 #include "parquet_file_writer.hpp"
 
 namespace trackd::archive {
 
 // Throws std::runtime_error when the file cannot be read or lacks a column.
-std::vector<ArchiveRow> read_archive_rows(const std::string& local_path);
+std::vector<ArchiveRow> read_archive_rows(FileIO& io, const std::string& path);
 
 }  // namespace trackd::archive

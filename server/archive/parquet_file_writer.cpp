@@ -2,17 +2,14 @@
 
 #include <algorithm>
 #include <cstring>
-#include <filesystem>
 #include <limits>
 
 #include <arrow/api.h>
 #include <arrow/io/file.h>
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <parquet/arrow/writer.h>
 #include <parquet/file_writer.h>
 #include <parquet/properties.h>
-#include <unistd.h>
 
 #include "table_schema.hpp"
 
@@ -92,11 +89,12 @@ std::string point_z_wkb(double x, double y, double z) {
 }
 
 struct ParquetFileWriter::Impl {
-    std::string local_path;
+    FileIO* io = nullptr;
     std::string uri;
     std::int32_t day;
     std::shared_ptr<arrow::Schema> schema = arrow_schema();
-    std::shared_ptr<arrow::io::FileOutputStream> sink;
+    std::shared_ptr<arrow::io::OutputStream> sink;
+    bool finished = false;
     std::unique_ptr<parquet::arrow::FileWriter> writer;
 
     arrow::StringBuilder vehicle_id;
@@ -147,11 +145,10 @@ struct ParquetFileWriter::Impl {
     }
 };
 
-ParquetFileWriter::ParquetFileWriter(std::string local_path, std::string uri,
-                                     std::int32_t partition)
+ParquetFileWriter::ParquetFileWriter(FileIO& io, std::string uri, std::int32_t partition)
     : impl_(std::make_unique<Impl>()) {
     auto& m = *impl_;
-    m.local_path = std::move(local_path);
+    m.io = &io;
     m.uri = std::move(uri);
     m.day = partition;
     m.bbox = std::make_shared<arrow::StructBuilder>(
@@ -159,7 +156,7 @@ ParquetFileWriter::ParquetFileWriter(std::string local_path, std::string uri,
         std::vector<std::shared_ptr<arrow::ArrayBuilder>>{
             std::make_shared<arrow::DoubleBuilder>(), std::make_shared<arrow::DoubleBuilder>(),
             std::make_shared<arrow::DoubleBuilder>(), std::make_shared<arrow::DoubleBuilder>()});
-    m.sink = check(arrow::io::FileOutputStream::Open(m.local_path), "open data file");
+    m.sink = m.io->open_output(m.uri);
     // zstd, as Iceberg's own writers default to; every reader the archive targets has it.
     auto props = parquet::WriterProperties::Builder()
                      .compression(parquet::Compression::ZSTD)
@@ -172,7 +169,13 @@ ParquetFileWriter::ParquetFileWriter(std::string local_path, std::string uri,
               "open parquet writer");
 }
 
-ParquetFileWriter::~ParquetFileWriter() = default;
+ParquetFileWriter::~ParquetFileWriter() {
+    // Abandoned (an exception before finish()): abort the stream first, so that the Parquet
+    // writer's destructor cannot complete it: on S3 the upload is aborted and no object appears.
+    if (impl_ && impl_->sink && !impl_->finished && !impl_->sink->closed()) {
+        static_cast<void>(impl_->sink->Abort());
+    }
+}
 
 void ParquetFileWriter::append(const ArchiveRow& r) {
     auto& m = *impl_;
@@ -248,18 +251,15 @@ DataFile ParquetFileWriter::finish() {
     check(m.writer->Close(), "close parquet writer");
     const auto meta = m.writer->metadata();
     check(m.sink->Close(), "close data file");
-    // Durable before any manifest names it.
-    const int fd = ::open(m.local_path.c_str(), O_RDONLY);
-    if (fd >= 0) {
-        ::fsync(fd);
-        ::close(fd);
-    }
+    m.finished = true;
+    // Durable (and on S3: uploaded whole) before any manifest names it.
+    const auto size = m.io->sync_size(m.uri);
 
     DataFile f;
     f.path = m.uri;
     f.partition = m.day;
     f.record_count = m.total;
-    f.file_size_in_bytes = static_cast<std::int64_t>(std::filesystem::file_size(m.local_path));
+    f.file_size_in_bytes = size;
     const auto* schema = meta->schema();
     for (int rg = 0; rg < meta->num_row_groups(); ++rg) {
         const auto group = meta->RowGroup(rg);

@@ -11,7 +11,12 @@
 #include <optional>
 #include <string>
 
+#include "file_io.hpp"
 #include "manifest.hpp"
+
+namespace arrow::io {
+class OutputStream;
+}
 
 namespace trackd::archive {
 
@@ -36,9 +41,10 @@ std::string point_z_wkb(double x, double y, double z);
 
 class ParquetFileWriter {
   public:
-    // `local_path` is written; `uri` is what the manifest records.
-    // `partition`: the partition value (day or hour of recorded_at) of every row of the file.
-    ParquetFileWriter(std::string local_path, std::string uri, std::int32_t partition);
+    // Writes `uri` through `io` as a stream (local: a file, fsynced at finish; S3: an upload
+    // in parts, completed at finish, so the object appears whole), which is what the manifest
+    // records. `partition`: the partition value (day or hour of recorded_at) of every row.
+    ParquetFileWriter(FileIO& io, std::string uri, std::int32_t partition);
     ~ParquetFileWriter();
     ParquetFileWriter(const ParquetFileWriter&) = delete;
     ParquetFileWriter& operator=(const ParquetFileWriter&) = delete;
@@ -47,7 +53,8 @@ class ParquetFileWriter {
     // Bytes in the file so far (complete row groups) plus an estimate of the buffered rows.
     [[nodiscard]] std::int64_t approximate_bytes() const;
     [[nodiscard]] std::int64_t rows() const;
-    // Flushes, writes the footer, fsyncs and closes; returns the manifest's view of the file.
+    // Flushes, writes the footer, closes and makes the file durable (fsync, or the upload
+    // completed); returns the manifest's view of the file.
     DataFile finish();
 
   private:

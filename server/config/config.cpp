@@ -248,6 +248,18 @@ const std::vector<Field>& fields() {
               &PostgisConfig::ddl_lock_timeout_ms),
         field("archive", "enabled", &Config::archive, &ArchiveConfig::enabled),
         field("archive", "warehouse", &Config::archive, &ArchiveConfig::warehouse),
+        field("archive", "s3_endpoint", &Config::archive, &ArchiveConfig::s3_endpoint),
+        field("archive", "s3_region", &Config::archive, &ArchiveConfig::s3_region),
+        field("archive", "s3_path_style", &Config::archive, &ArchiveConfig::s3_path_style),
+        field("archive", "s3_access_key_id", &Config::archive, &ArchiveConfig::s3_access_key_id),
+        field("archive", "s3_secret_access_key", &Config::archive,
+              &ArchiveConfig::s3_secret_access_key, Secret::opaque),
+        field("archive", "s3_session_token", &Config::archive, &ArchiveConfig::s3_session_token,
+              Secret::opaque),
+        field("archive", "s3_retry_attempts", &Config::archive, &ArchiveConfig::s3_retry_attempts),
+        field("archive", "s3_retry_base_delay_ms", &Config::archive,
+              &ArchiveConfig::s3_retry_base_delay_ms),
+        field("archive", "s3_timeout_ms", &Config::archive, &ArchiveConfig::s3_timeout_ms),
         field("archive", "catalog_type", &Config::archive, &ArchiveConfig::catalog_type),
         field("archive", "catalog", &Config::archive, &ArchiveConfig::catalog),
         field("archive", "rest_uri", &Config::archive, &ArchiveConfig::rest_uri),
@@ -430,6 +442,25 @@ bool valid_interval(const std::string& s) {
     return std::regex_match(s, pattern);
 }
 
+// A local path, file:..., or s3://bucket[/prefix] with an S3 bucket name (3..63 of a-z 0-9 . -,
+// starting and ending with a letter or digit). Any other scheme is refused.
+bool valid_warehouse(const std::string& w) {
+    if (w.rfind("s3://", 0) == 0) {
+        const auto rest = w.substr(5);
+        const auto bucket = rest.substr(0, rest.find('/'));
+        static const std::regex name(R"(^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$)");
+        return std::regex_match(bucket, name) && rest.find("//") == std::string::npos;
+    }
+    if (w.rfind("file:", 0) == 0) return true;
+    static const std::regex scheme(R"(^[A-Za-z][A-Za-z0-9+.-]*:.*)");
+    return !std::regex_match(w, scheme);
+}
+
+bool valid_endpoint(const std::string& e) {
+    static const std::regex pattern(R"(^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?/?$)");
+    return std::regex_match(e, pattern);
+}
+
 void require(bool ok, const std::string& key, const std::string& problem) {
     if (!ok) throw ConfigError(key, problem);
 }
@@ -597,6 +628,24 @@ void validate(const Config& c) {
             "'" + a.catalog_type + "' is not one of jdbc, rest");
     require(!a.warehouse.empty() || a.catalog_type == "rest", "archive.warehouse",
             "must not be empty with the JDBC catalog (only a REST catalog chooses a location)");
+    require(valid_warehouse(a.warehouse), "archive.warehouse",
+            "'" + a.warehouse +
+                "' is not a local path, a file:// URI or s3://bucket/prefix (a bucket name is "
+                "3..63 characters of a-z 0-9 . -)");
+    require(a.s3_endpoint.empty() || valid_endpoint(a.s3_endpoint), "archive.s3_endpoint",
+            "'" + a.s3_endpoint + "' is not http://host[:port] or https://host[:port]");
+    require(
+        a.s3_access_key_id.empty() == a.s3_secret_access_key.empty(),
+        a.s3_access_key_id.empty() ? "archive.s3_access_key_id" : "archive.s3_secret_access_key",
+        "set both archive.s3_access_key_id and archive.s3_secret_access_key, or neither");
+    require(a.s3_session_token.empty() || !a.s3_access_key_id.empty(), "archive.s3_session_token",
+            "needs archive.s3_access_key_id and archive.s3_secret_access_key");
+    require(a.s3_retry_attempts >= 1 && a.s3_retry_attempts <= 20, "archive.s3_retry_attempts",
+            "must be between 1 and 20");
+    require(a.s3_retry_base_delay_ms >= 1 && a.s3_retry_base_delay_ms <= 10000,
+            "archive.s3_retry_base_delay_ms", "must be between 1 and 10000");
+    require(a.s3_timeout_ms >= 100 && a.s3_timeout_ms <= 600000, "archive.s3_timeout_ms",
+            "must be between 100 and 600000");
     if (a.catalog_type == "rest") {
         require(http_uri(a.rest_uri), "archive.rest_uri",
                 a.rest_uri.empty() ? std::string("must be set when archive.catalog_type = \"rest\"")

@@ -1,6 +1,7 @@
 #include "trackd/pipeline/pipeline.hpp"
 
 #include <exception>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -20,6 +21,10 @@ void run(const config::Config& config, std::atomic<bool>& stop) {
         db::Connection conn(config.pg, "trackd run");
         db::check_schema(conn);
     }
+    // Before anything starts: a warehouse that cannot work (a bucket that does not exist or does
+    // not answer) stops start-up here, naming the key.
+    std::shared_ptr<archive::Archiver> archiver;
+    if (config.archive.enabled) archiver = std::make_shared<archive::Archiver>(config);
     core::log::info("trackd starting", {{"version", std::string(core::version())},
                                         {"topic", config.kafka.topic},
                                         {"group", config.kafka.group}});
@@ -37,10 +42,10 @@ void run(const config::Config& config, std::atomic<bool>& stop) {
     // ingest (the stop order in pipeline.hpp), not with it.
     std::atomic<bool> stop_archive{false};
     std::thread archive;
-    if (config.archive.enabled) {
-        archive = std::thread([&config, &stop_archive] {
+    if (archiver) {
+        archive = std::thread([archiver, &stop_archive] {
             try {
-                archive::Archiver(config).run(stop_archive);
+                archiver->run(stop_archive);
             } catch (const std::exception& e) {
                 // run() retries everything it can; this is a bug or a broken setup: say so and
                 // leave ingest running (the archive catches up from the table on restart).

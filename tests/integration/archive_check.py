@@ -14,6 +14,11 @@ Prints `key=value` lines that the C++ test asserts on; exits non-zero only when 
   files    every file the current metadata references (metadata log, each snapshot's manifest
            list, manifests and data files) and how many are missing; the current snapshot id,
            metadata location and progress, to compare with trackd.archive_progress.
+  ls       every file under --dir (`file=<uri>` lines, then `files=N`, `parquet=N`, `avro=N`).
+  put      writes a small file at --uri that nothing references (an orphan).
+
+With --s3 ENDPOINT, s3:// locations are read from that S3 server (PyIceberg through pyarrow's
+S3 filesystem, DuckDB through its httpfs extension, path-style, the tests' key pair).
 """
 import argparse
 import glob
@@ -25,6 +30,11 @@ import sys
 
 ARGS = None
 
+# pyarrow's S3 filesystem (the AWS SDK) asks the EC2 instance metadata service for a region and
+# credentials unless told: the tests give both, and never reach for anything off loopback.
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
+
 
 def local(uri):
     """A file URI as a path: file:///x, file:/x (as Hadoop writes it) or /x."""
@@ -35,16 +45,70 @@ def local(uri):
     return uri
 
 
+# The key pair the tests give trackd and the REST catalog server (moto accepts any).
+S3_KEY_ID = "trackd-test"
+S3_SECRET = "trackd-test-secret"
+
+
+def s3_endpoint():
+    return getattr(ARGS, "s3", None) if ARGS is not None else None
+
+
+def s3_properties():
+    """PyIceberg's FileIO properties for the test S3 server (none without --s3)."""
+    endpoint = s3_endpoint()
+    if not endpoint:
+        return {}
+    return {"s3.endpoint": endpoint, "s3.access-key-id": S3_KEY_ID,
+            "s3.secret-access-key": S3_SECRET, "s3.region": "us-east-1"}
+
+
+def filesystem(uri):
+    """(pyarrow filesystem, path) for a local path, file:// URI or s3:// URI."""
+    from pyarrow import fs
+
+    if uri.startswith("s3://") or uri.startswith("s3a://"):
+        endpoint = s3_endpoint()
+        scheme, host = endpoint.split("://", 1)
+        s3 = fs.S3FileSystem(access_key=S3_KEY_ID, secret_key=S3_SECRET, region="us-east-1",
+                             endpoint_override=host, scheme=scheme)
+        return s3, uri.split("://", 1)[1]
+    return fs.LocalFileSystem(), local(uri)
+
+
+def read_bytes(uri):
+    fsys, path = filesystem(uri)
+    with fsys.open_input_file(path) as f:
+        return f.read()
+
+
+def exists(uri):
+    from pyarrow import fs
+
+    fsys, path = filesystem(uri)
+    return fsys.get_file_info(path).type == fs.FileType.File
+
+
+def list_files(prefix):
+    """Every file under a directory URI, as URIs in the prefix's scheme."""
+    from pyarrow import fs
+
+    fsys, path = filesystem(prefix)
+    infos = fsys.get_file_info(fs.FileSelector(path, recursive=True, allow_not_found=True))
+    scheme = "s3://" if prefix.startswith("s3") else ""
+    return sorted(scheme + i.path for i in infos if i.type == fs.FileType.File)
+
+
 def catalog(pg_dsn):
     """PyIceberg's RestCatalog with --rest, else its SqlCatalog on trackd's PostgreSQL."""
     if ARGS is not None and getattr(ARGS, "rest", None):
         from pyiceberg.catalog.rest import RestCatalog
 
-        return RestCatalog("rest", uri=ARGS.rest)
+        return RestCatalog("rest", uri=ARGS.rest, **s3_properties())
     from pyiceberg.catalog.sql import SqlCatalog
 
     uri = pg_dsn.replace("postgresql://", "postgresql+psycopg2://", 1)
-    return SqlCatalog("trackd", uri=uri)
+    return SqlCatalog("trackd", uri=uri, **s3_properties())
 
 
 def duckdb_connection():
@@ -53,11 +117,17 @@ def duckdb_connection():
     # Offline: the extensions come from the duckdb-extension-* wheels, never from the network.
     con = duckdb.connect(config={"autoinstall_known_extensions": False,
                                  "autoload_known_extensions": False})
-    for name in ("avro", "iceberg"):
+    names = ("avro", "iceberg") + (("httpfs",) if s3_endpoint() else ())
+    for name in names:
         mod = importlib.import_module("duckdb_extension_" + name)
         path = glob.glob(os.path.join(os.path.dirname(mod.__file__), "extensions", "*",
                                       "*.duckdb_extension"))[0]
         con.execute(f"LOAD '{path}'")
+    if s3_endpoint():
+        scheme, host = s3_endpoint().split("://", 1)
+        con.execute(f"CREATE SECRET test_s3 (TYPE s3, KEY_ID '{S3_KEY_ID}', SECRET '{S3_SECRET}', "
+                    f"REGION 'us-east-1', ENDPOINT '{host}', URL_STYLE 'path', "
+                    f"USE_SSL {'true' if scheme == 'https' else 'false'})")
     return con
 
 
@@ -171,10 +241,12 @@ def field_ids_missing(schema):
 def avro(args):
     import fastavro
 
-    files = sorted(glob.glob(os.path.join(args.dir, "metadata", "*.avro")))
+    import io
+
+    files = [f for f in list_files(args.dir.rstrip("/") + "/metadata") if f.endswith(".avro")]
     lists = manifests = records = missing = bad_meta = 0
     for path in files:
-        with open(path, "rb") as fh:
+        with io.BytesIO(read_bytes(path)) as fh:
             reader = fastavro.reader(fh)
             schema = reader.writer_schema
             records += sum(1 for _ in reader)
@@ -197,6 +269,8 @@ def avro(args):
 
 
 def table_info(args):
+    import io
+
     import fastavro
 
     table = catalog(args.pg).load_table(args.table)
@@ -204,8 +278,7 @@ def table_info(args):
     print(f"snapshots={len(md.snapshots)}")
     print(f"snapshot_log={len(md.snapshot_log)}")
     snapshot = table.current_snapshot()
-    path = local(snapshot.manifest_list)
-    with open(path, "rb") as fh:
+    with io.BytesIO(read_bytes(snapshot.manifest_list)) as fh:
         print(f"current_manifests={sum(1 for _ in fastavro.reader(fh))}")
     print(f"current_operation={snapshot.summary.operation.value}")
     print(f"rows={table.scan().to_arrow().num_rows}")
@@ -226,7 +299,6 @@ def touch_rest(args):
     # for trackd's commit (which asserts main): another writer here commits a snapshot, as a
     # compaction by another engine would (same data: a "replace" snapshot of the same manifests,
     # carrying the summary over), plus the property, straight through the REST API.
-    import shutil
     import time
     import uuid
 
@@ -239,7 +311,8 @@ def touch_rest(args):
     new_id = int(uuid.uuid4().int >> 65)
     old_list = current.manifest_list
     new_list = old_list.rsplit("/", 1)[0] + f"/snap-{new_id}-1-{uuid.uuid4()}.avro"
-    shutil.copyfile(local(old_list), local(new_list))
+    fsys, src = filesystem(old_list)
+    fsys.copy_file(src, filesystem(new_list)[1])
     summary = {k: v for k, v in current.summary.additional_properties.items()}
     summary["operation"] = "replace"
     snapshot = {"snapshot-id": new_id, "parent-snapshot-id": current.snapshot_id,
@@ -273,10 +346,6 @@ def touch(args):
 def files(args):
     table = catalog(args.pg).load_table(args.table)
     md = table.metadata
-
-    def exists(uri):
-        return os.path.exists(local(uri))
-
     refs = {table.metadata_location}
     refs.update(e.metadata_file for e in md.metadata_log)
     for s in md.snapshots:
@@ -298,6 +367,24 @@ def files(args):
     print(f"current_snapshot_id={snapshot.snapshot_id if snapshot else ''}")
     print(f"metadata_location={table.metadata_location}")
     print(f"property_archive_seq={table.properties.get('trackd.archive-seq', '')}")
+
+
+def ls(args):
+    found = list_files(args.dir)
+    for f in found:
+        print(f"file={f}")
+    print(f"files={len(found)}")
+    print(f"parquet={sum(1 for f in found if f.endswith('.parquet'))}")
+    print(f"avro={sum(1 for f in found if f.endswith('.avro'))}")
+
+
+def put(args):
+    fsys, path = filesystem(args.uri)
+    if fsys.type_name == "local":
+        fsys.create_dir(os.path.dirname(path), recursive=True)
+    with fsys.open_output_stream(path) as out:
+        out.write(b"not referenced by anything")
+    print(f"put={args.uri}")
 
 
 def main():
@@ -323,11 +410,16 @@ def main():
     v.add_argument("--pg", required=True)
     v.add_argument("--table", default="trackd.vehicle_positions")
     v.add_argument("--rest")
+    lp = sub.add_parser("ls")
+    lp.add_argument("--dir", required=True)
+    pp = sub.add_parser("put")
+    pp.add_argument("--uri", required=True)
+    p.add_argument("--s3", help="the S3 server's endpoint URL, for s3:// locations")
     args = p.parse_args()
     global ARGS
     ARGS = args
     {"compare": compare, "avro": avro, "table": table_info, "touch": touch,
-     "files": files, "values": values}[args.cmd](args)
+     "files": files, "values": values, "ls": ls, "put": put}[args.cmd](args)
     return 0
 
 

@@ -2,9 +2,11 @@
 // PostGIS, archived by `trackd run` / `trackd archive`, then read back by independent readers
 // (PyIceberg's SqlCatalog on the same PostgreSQL or its RestCatalog, DuckDB's iceberg_scan,
 // fastavro) through tests/integration/archive_check.py, in the project's .venv
-// (scripts/python-env.sh). The exactness, crash and conflicting-writer cases run against the
-// JDBC catalog (Archive.*) and against Apache Iceberg's REST catalog server (ArchiveRest.*,
-// scripts/iceberg-rest.sh).
+// (scripts/python-env.sh). The exactness, crash and conflicting-writer cases run over a setup
+// (catalog x storage): the JDBC catalog with a local warehouse (Archive.*), Apache Iceberg's REST
+// catalog server (ArchiveRest.*, scripts/iceberg-rest.sh), the JDBC catalog with an s3://
+// warehouse on a real S3 server (ArchiveS3.*, moto, scripts/s3.sh), and REST with S3
+// (ArchiveRestS3.*). Object-storage maintenance (orphans, expiry) is ArchiveS3.* too.
 #include <filesystem>
 #include <random>
 
@@ -20,6 +22,7 @@
 #include "support/ingest_harness.hpp"
 #include "support/own_services.hpp"
 #include "support/pg_fault_proxy.hpp"
+#include "support/tcp_relay.hpp"
 #include "support/test_ca.hpp"
 
 namespace trackd::test {
@@ -68,11 +71,18 @@ bool wait_for_log(const std::string& path, const std::string& text, std::chrono:
     return false;
 }
 
-void ingested_history_read_back(CatalogKind kind) {
-    const std::string tag = kind == CatalogKind::rest ? "archrest" : "arch";
+// "arch" + "rest" for the REST catalog + "s3" for an s3:// warehouse: the names of the test's
+// database, bucket and logs.
+std::string tag_of(const char* base, ArchiveSetup s) {
+    return std::string(base) + (s.catalog == CatalogKind::rest ? "rest" : "") +
+           (s.storage == StorageKind::s3 ? "s3" : "");
+}
+
+void ingested_history_read_back(ArchiveSetup setup, int messages) {
+    const std::string tag = tag_of("arch", setup);
     IngestHarness h(tag, 4);
-    ArchiveFixture a(h.db().dsn(), tag, kind);
-    constexpr int kMessages = 30000;
+    ArchiveFixture a(h.db().dsn(), tag, setup);
+    const int kMessages = messages;
     h.produce(300, kMessages);
     // trackd run archives as it ingests (archive.enabled); the test waits for an exact state.
     auto env = a.env({{"TRACKD_ARCHIVE_ENABLED", "true"}});
@@ -99,6 +109,14 @@ void ingested_history_read_back(CatalogKind kind) {
     h.check_accounting(load_manifest(h.manifest_path()));
     expect_exact(a.check("compare"));
     expect_avro_ok(a.check("avro"));
+    if (setup.storage == StorageKind::s3) {
+        // Every file in the bucket, metadata.json included (written by the REST server, or by
+        // trackd with JDBC), and none missing.
+        const auto f = a.check("files");
+        EXPECT_EQ(f.at("metadata_location").rfind(a.table_dir() + "/metadata/", 0), 0U)
+            << f.at("metadata_location");
+        EXPECT_EQ(f.at("missing_files"), "0");
+    }
 
     // The database's mirror of the progress agrees with the table (with a REST catalog it is
     // written after each commit, not in the same transaction).
@@ -128,22 +146,37 @@ void ingested_history_read_back(CatalogKind kind) {
         << once.output;
 }
 
+constexpr ArchiveSetup kJdbcLocal{CatalogKind::jdbc, StorageKind::local};
+constexpr ArchiveSetup kRestLocal{CatalogKind::rest, StorageKind::local};
+constexpr ArchiveSetup kJdbcS3{CatalogKind::jdbc, StorageKind::s3};
+constexpr ArchiveSetup kRestS3{CatalogKind::rest, StorageKind::s3};
+
 TEST(Archive, IngestedHistoryReadBackByPyIcebergDuckDbAndFastavro) {
-    ingested_history_read_back(CatalogKind::jdbc);
+    ingested_history_read_back(kJdbcLocal, 30000);
 }
 
 TEST(ArchiveRest, IngestedHistoryReadBackByPyIcebergDuckDbAndFastavro) {
-    ingested_history_read_back(CatalogKind::rest);
+    ingested_history_read_back(kRestLocal, 30000);
+}
+
+TEST(ArchiveS3, IngestedHistoryReadBackByPyIcebergDuckDbAndFastavro) {
+    ingested_history_read_back(kJdbcS3, 20000);
+}
+
+// trackd writes data files, manifests and manifest lists to the bucket, the REST catalog server
+// writes metadata.json there (ResolvingFileIO -> S3FileIO), the readers read both.
+TEST(ArchiveRestS3, IngestedHistoryReadBackByPyIcebergDuckDbAndFastavro) {
+    ingested_history_read_back(kRestS3, 20000);
 }
 
 // The reason the progress marker is not "the highest archived batch id": batch ids come from a
 // sequence but writers commit in parallel, so a lower id can commit after a higher one.
-void batch_committing_later_archived_once(CatalogKind kind) {
-    const std::string tag = kind == CatalogKind::rest ? "archrestorder" : "archorder";
+void batch_committing_later_archived_once(ArchiveSetup setup) {
+    const std::string tag = tag_of("archorder", setup);
     TestDatabase db(tag);
     const auto m = migrate(db);
     ASSERT_EQ(m.exit_code, 0) << m.output;
-    ArchiveFixture a(db.dsn(), tag, kind);
+    ArchiveFixture a(db.dsn(), tag, setup);
     auto insert = [](db::Connection& c, std::int64_t batch, int partition) {
         c.query(
             "INSERT INTO trackd.vehicle_telemetry_history SELECT 'veh-' || g, now() - g * "
@@ -195,17 +228,22 @@ void batch_committing_later_archived_once(CatalogKind kind) {
 }
 
 TEST(Archive, BatchCommittingLaterWithALowerIdIsArchivedOnce) {
-    batch_committing_later_archived_once(CatalogKind::jdbc);
+    batch_committing_later_archived_once(kJdbcLocal);
 }
 
 TEST(ArchiveRest, BatchCommittingLaterWithALowerIdIsArchivedOnceBesideAnotherWriter) {
-    batch_committing_later_archived_once(CatalogKind::rest);
+    batch_committing_later_archived_once(kRestLocal);
 }
 
-void survives_sigkill(CatalogKind kind, int messages) {
-    const std::string tag = kind == CatalogKind::rest ? "archrestcrash" : "archcrash";
+// The other writer (PyIceberg) writes its metadata.json to the bucket too.
+TEST(ArchiveS3, BatchCommittingLaterWithALowerIdIsArchivedOnceBesideAnotherWriter) {
+    batch_committing_later_archived_once(kJdbcS3);
+}
+
+void survives_sigkill(ArchiveSetup setup, int messages) {
+    const std::string tag = tag_of("archcrash", setup);
     IngestHarness h(tag, 4);
-    ArchiveFixture a(h.db().dsn(), tag, kind);
+    ArchiveFixture a(h.db().dsn(), tag, setup);
     const int kMessages = messages;
     // Ingest goes on (trackd run, archive disabled) while archivers are killed.
     ChildProcess fleet(h.fleet_command(500, kMessages, 4000), {},
@@ -262,12 +300,18 @@ void survives_sigkill(CatalogKind kind, int messages) {
 }
 
 TEST(Archive, SurvivesSigkillAtRandomMomentsAndDuringCommits) {
-    survives_sigkill(CatalogKind::jdbc, 60000);
+    survives_sigkill(kJdbcLocal, 60000);
 }
 
 // "catalog-transaction" is, with a REST catalog, the moment before the commit request leaves.
 TEST(ArchiveRest, SurvivesSigkillAtRandomMomentsAndDuringCommits) {
-    survives_sigkill(CatalogKind::rest, 30000);
+    survives_sigkill(kRestLocal, 30000);
+}
+
+// Killed between the uploads and the commit, the objects are orphans in the bucket; the next
+// archiver commits the same rows again, once.
+TEST(ArchiveS3, SurvivesSigkillAtRandomMomentsAndDuringCommits) {
+    survives_sigkill(kJdbcS3, 20000);
 }
 
 // archive.partition = "hour": a new table is partitioned by hour(recorded_at), files in
@@ -440,6 +484,213 @@ TEST(Archive, MaintenanceAfter200CommitsExpiresMergesAndDeletesOrphans) {
     once = a.archive("--once");
     ASSERT_EQ(once.exit_code, 0) << once.output;
     expect_exact(a.check("compare"));
+}
+
+// Orphan clean-up and snapshot expiry on a bucket, by listing and deleting objects: an archiver
+// killed between its uploads and its commit leaves objects nothing references (a data file, a
+// manifest, a metadata file), and a stray object is put beside them. With the age margin they
+// stay; without it they go, and every object the table references is kept. Compaction then
+// replaces the data files, and expiry of all but the newest snapshot deletes the replaced data
+// files, their manifests and the old manifest lists from the bucket.
+TEST(ArchiveS3, OrphansAndExpiredSnapshotsAreDeletedFromTheBucket) {
+    TestDatabase db("archs3maint");
+    auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
+                         " migrate");
+    ASSERT_EQ(m.exit_code, 0) << m.output;
+    ArchiveFixture a(db.dsn(), "archs3maint", kJdbcS3);
+    db::Connection conn(db.dsn(), "test");
+    auto insert = [&](int batch) {
+        conn.query(
+            "INSERT INTO trackd.vehicle_telemetry_history SELECT 'veh-' || (g % 3), now() - g * "
+            "interval '1 second' - $1::int * interval '1 minute', ST_SetSRID(ST_MakePoint(13 + g "
+            "* 0.01, 52, 0), 4326), 10, NULL, NULL, NULL, $1::bigint, 0, $1::bigint * 100 + g "
+            "FROM generate_series(1, 7) g",
+            {std::to_string(batch)});
+    };
+    // Six commits, each at least one data file in today's partition (the rows lie within the
+    // last few minutes; across midnight UTC some fall on yesterday: still one partition each).
+    for (int i = 1; i <= 6; ++i) {
+        insert(i);
+        const auto once = a.archive("--once");
+        ASSERT_EQ(once.exit_code, 0) << once.output;
+        ASSERT_NE(once.output.find("in 1 commits"), std::string::npos) << once.output;
+    }
+    insert(7);
+    const auto before = a.stored_files();
+    const std::string log =
+        ::testing::TempDir() + "archs3maint-" + std::to_string(getpid()) + ".log";
+    {
+        auto archiver =
+            a.start_archiver(log, {{"TRACKD_TEST_ARCHIVE_PAUSE_AT", "metadata-written"}});
+        ASSERT_TRUE(
+            wait_for_log(log, "archive paused at metadata-written", std::chrono::seconds(60)))
+            << IngestHarness::read_file(log);
+        archiver->kill(SIGKILL);
+        archiver->wait();
+    }
+    std::vector<std::string> orphans;
+    for (const auto& f : a.stored_files()) {
+        if (before.count(f) == 0) orphans.push_back(f);
+    }
+    const std::string stray = a.table_dir() + "/data/stray.parquet";
+    ASSERT_EQ(a.check("put", "--uri " + shell_quote(stray)).at("put"), stray);
+    orphans.push_back(stray);
+    // data file(s), manifest, manifest list, metadata file (JDBC: trackd writes it), stray
+    ASSERT_GE(orphans.size(), 5U) << "the killed commit's uploads";
+    auto once = a.archive("--once");  // commits batch 7 properly, with new files
+    ASSERT_EQ(once.exit_code, 0) << once.output;
+
+    // An hour's margin: the orphans are too young to be told from a commit in progress.
+    auto r = a.archive("maintain", {{"TRACKD_ARCHIVE_SNAPSHOT_MAX_AGE_S", "3600"},
+                                    {"TRACKD_ARCHIVE_ORPHAN_MIN_AGE_S", "3600"}});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("0 snapshots expired, 0 files deleted, 0 orphans deleted"),
+              std::string::npos)
+        << r.output;
+    auto now = a.stored_files();
+    for (const auto& o : orphans) EXPECT_EQ(now.count(o), 1U) << o;
+
+    r = a.archive("maintain", {{"TRACKD_ARCHIVE_SNAPSHOT_MAX_AGE_S", "3600"},
+                               {"TRACKD_ARCHIVE_ORPHAN_MIN_AGE_S", "0"}});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(fmt::format("{} orphans deleted", orphans.size())), std::string::npos)
+        << r.output;
+    now = a.stored_files();
+    for (const auto& o : orphans) EXPECT_EQ(now.count(o), 0U) << o;
+    auto files = a.check("files");
+    EXPECT_EQ(files.at("missing_files"), "0") << "a referenced object was deleted";
+    EXPECT_EQ(files.at("snapshots"), "7");
+    expect_exact(a.check("compare"));
+
+    // Compaction replaces the seven small data files with one (per partition)...
+    const auto c = a.archive("compact", {{"TRACKD_ARCHIVE_COMPACT_MIN_FILES", "2"}});
+    ASSERT_EQ(c.exit_code, 0) << c.output;
+    EXPECT_NE(c.output.find("(49 rows)"), std::string::npos) << c.output;
+    const auto parquet_before =
+        std::stoi(a.check("ls", "--dir " + shell_quote(a.table_dir())).at("parquet"));
+    // ...and expiry of every snapshot but the current one deletes what only they referenced.
+    r = a.archive("maintain", {{"TRACKD_ARCHIVE_SNAPSHOT_MAX_AGE_S", "0"},
+                               {"TRACKD_ARCHIVE_MIN_SNAPSHOTS_TO_KEEP", "1"},
+                               {"TRACKD_ARCHIVE_ORPHAN_MIN_AGE_S", "3600"}});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("7 snapshots expired"), std::string::npos) << r.output;
+    const auto v = a.check("values");
+    EXPECT_EQ(v.at("values_match"), "1");
+    EXPECT_EQ(v.at("iceberg_rows"), "49");
+    const auto listing = a.check("ls", "--dir " + shell_quote(a.table_dir()));
+    EXPECT_EQ(listing.at("parquet"), v.at("data_files"))
+        << "replaced data files left in the bucket";
+    EXPECT_LT(std::stoi(listing.at("parquet")), parquet_before);
+    files = a.check("files");
+    EXPECT_EQ(files.at("snapshots"), "1");
+    EXPECT_EQ(files.at("missing_files"), "0");
+    const auto avro = a.check("avro");
+    expect_avro_ok(avro);
+    EXPECT_EQ(avro.at("manifest_lists"), "1") << "expired manifest lists left in the bucket";
+    expect_exact(a.check("compare"));
+}
+
+// A warehouse that cannot work stops `trackd archive` and `trackd run` at start-up, naming the
+// key: a bucket that does not exist, an endpoint where nothing answers (after the configured
+// retries), and a warehouse URI of an unknown scheme (the config check).
+TEST(ArchiveS3, UnusableWarehouseStopsStartUpNamingTheKey) {
+    TestDatabase db("archs3bad");
+    auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
+                         " migrate");
+    ASSERT_EQ(m.exit_code, 0) << m.output;
+    ArchiveFixture a(db.dsn(), "archs3bad", kJdbcS3);
+    auto r = a.archive("--once", {{"TRACKD_ARCHIVE_WAREHOUSE", "s3://no-such-bucket-here/wh"}});
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find("configuration error: archive.warehouse: bucket 'no-such-bucket-here' "
+                            "does not exist at " +
+                            s3_endpoint()),
+              std::string::npos)
+        << r.output;
+    r = run_command(env_prefix(a.env({{"TRACKD_ARCHIVE_ENABLED", "true"},
+                                      {"TRACKD_ARCHIVE_WAREHOUSE", "s3://no-such-bucket-here/wh"},
+                                      {"TRACKD_KAFKA_BROKERS", kafka_brokers()}})) +
+                    trackd_binary() + " run");
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find("archive.warehouse: bucket 'no-such-bucket-here' does not exist"),
+              std::string::npos)
+        << r.output;
+    const auto port = free_port();
+    r = a.archive("--once",
+                  {{"TRACKD_ARCHIVE_S3_ENDPOINT", fmt::format("http://127.0.0.1:{}", port)},
+                   {"TRACKD_ARCHIVE_S3_RETRY_ATTEMPTS", "3"},
+                   {"TRACKD_ARCHIVE_S3_RETRY_BASE_DELAY_MS", "10"}});
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find("archive.warehouse: cannot reach bucket '" + a.bucket() + "' at " +
+                            fmt::format("http://127.0.0.1:{}", port)),
+              std::string::npos)
+        << r.output;
+    EXPECT_EQ(count_of(r.output, "archive storage request failed, retrying"), 2U) << r.output;
+    r = a.archive("--once", {{"TRACKD_ARCHIVE_WAREHOUSE", "gs://bucket/wh"}});
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find("archive.warehouse: 'gs://bucket/wh' is not a local path"),
+              std::string::npos)
+        << r.output;
+}
+
+// The S3 server goes away while `trackd archive` runs (tests/support/tcp_relay.hpp between
+// trackd and moto: every connection closed, new ones refused) and comes back. Requests are
+// retried with backoff (logged), rounds whose retries run out fail and are started over from the
+// table; once the server answers again everything committed meanwhile is archived, exactly once.
+TEST(ArchiveS3, OutageWhileArchivingIsRetriedAndLosesNothing) {
+    TestDatabase db("archs3outage");
+    auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
+                         " migrate");
+    ASSERT_EQ(m.exit_code, 0) << m.output;
+    ArchiveFixture a(db.dsn(), "archs3outage", kJdbcS3);
+    const auto endpoint = s3_endpoint();
+    const auto colon = endpoint.rfind(':');
+    TcpRelay relay("127.0.0.1", static_cast<unsigned short>(std::stoi(endpoint.substr(colon + 1))));
+    db::Connection conn(db.dsn(), "test");
+    auto insert = [&](int batch) {
+        conn.query(
+            "INSERT INTO trackd.vehicle_telemetry_history SELECT 'veh-' || (g % 5), now() - g * "
+            "interval '1 second', ST_SetSRID(ST_MakePoint(13 + g * 0.001, 52, 0), 4326), 10, "
+            "NULL, NULL, NULL, $1::bigint, 0, $1::bigint * 1000 + g FROM generate_series(1, 50) g",
+            {std::to_string(batch)});
+    };
+    // Batches committed but not (yet) in the archive.
+    const std::string pending =
+        "SELECT count(*) FROM trackd.ingest_batches WHERE archive_seq IS NULL OR archive_seq > "
+        "(SELECT coalesce(max(archived_seq), 0) FROM trackd.archive_progress)";
+    const std::string log =
+        ::testing::TempDir() + "archs3outage-" + std::to_string(getpid()) + ".log";
+    fs::remove(log);
+    insert(1);
+    auto archiver = a.start_archiver(
+        log, {{"TRACKD_ARCHIVE_S3_ENDPOINT", fmt::format("http://127.0.0.1:{}", relay.port())},
+              {"TRACKD_ARCHIVE_S3_RETRY_ATTEMPTS", "3"},
+              {"TRACKD_ARCHIVE_S3_RETRY_BASE_DELAY_MS", "50"},
+              {"TRACKD_ARCHIVE_S3_TIMEOUT_MS", "2000"},
+              {"TRACKD_ARCHIVE_MAINTENANCE_INTERVAL_S", "0"},
+              {"TRACKD_ARCHIVE_COMPACTION_INTERVAL_S", "0"}});
+    ASSERT_TRUE(wait_for_value(db.dsn(), pending, 0, std::chrono::seconds(60)))
+        << IngestHarness::read_file(log);
+    relay.cut(true);
+    insert(2);
+    insert(3);
+    ASSERT_TRUE(wait_for_log(log, "archive failed, retrying", std::chrono::seconds(60)))
+        << IngestHarness::read_file(log);
+    EXPECT_EQ(query_int(db.dsn(), pending), 2) << "nothing is committed while the bucket is away";
+    relay.cut(false);
+    insert(4);
+    ASSERT_TRUE(wait_for_value(db.dsn(), pending, 0, std::chrono::seconds(60)))
+        << IngestHarness::read_file(log);
+    archiver->kill(SIGTERM);
+    EXPECT_EQ(archiver->wait(), 0) << IngestHarness::read_file(log);
+    const auto out = IngestHarness::read_file(log);
+    EXPECT_NE(out.find("archive storage request failed, retrying"), std::string::npos) << out;
+    EXPECT_GT(relay.refused(), 0);
+    std::printf("[ measured ] %zu S3 request retries, %zu failed rounds, %d connections refused\n",
+                count_of(out, "archive storage request failed, retrying"),
+                count_of(out, "archive failed, retrying"), relay.refused());
+    expect_exact(a.check("compare"));
+    EXPECT_EQ(a.check("compare").at("iceberg_rows"), "200");
+    EXPECT_EQ(a.check("files").at("missing_files"), "0");
 }
 
 // Compaction after 200 small commits over two day partitions (400 files): the small files of

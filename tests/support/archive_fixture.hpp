@@ -4,12 +4,16 @@
 // "the table holds exactly the history, once". The same tests run against the JDBC catalog in
 // the test's PostgreSQL and against Apache Iceberg's REST catalog server (one server for every
 // test: each test's table is in a namespace of its own, in the test's own warehouse; a test that
-// kills the server passes its own, support/own_services.hpp).
+// kills the server passes its own, support/own_services.hpp), with the warehouse in a local
+// folder or in a bucket of its own on the S3 server (moto, scripts/s3.sh).
 #pragma once
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -41,41 +45,98 @@ inline std::string env_prefix(const std::map<std::string, std::string>& env) {
 }
 
 enum class CatalogKind { jdbc, rest };
+enum class StorageKind { local, s3 };
 
 inline const char* to_string(CatalogKind k) { return k == CatalogKind::rest ? "rest" : "jdbc"; }
+
+// The key pair trackd, the REST catalog server (scripts/iceberg-rest.sh) and the readers
+// (archive_check.py) use with the test S3 server, which accepts any.
+inline const char* kS3KeyId = "trackd-test";
+inline const char* kS3Secret = "trackd-test-secret";
+
+// One archive test's setup: the catalog and where the warehouse is.
+struct ArchiveSetup {
+    CatalogKind catalog = CatalogKind::jdbc;
+    StorageKind storage = StorageKind::local;
+};
+
+// Creates a bucket on the test S3 server (path-style PUT; moto needs no signature for it).
+inline std::string make_bucket(const std::string& name) {
+    const auto r =
+        run_command("curl -sS -f -X PUT -o /dev/null " + shell_quote(s3_endpoint() + "/" + name));
+    EXPECT_EQ(r.exit_code, 0) << "creating bucket " << name << " on " << s3_endpoint() << ": "
+                              << r.output;
+    return name;
+}
 
 // The archive's settings for one test: a fresh warehouse, quick commits.
 class ArchiveFixture {
   public:
     ArchiveFixture(const std::string& dsn, const std::string& tag,
                    CatalogKind kind = CatalogKind::jdbc, std::string rest_uri = iceberg_rest_uri())
+        : ArchiveFixture(dsn, tag, ArchiveSetup{kind, StorageKind::local}, std::move(rest_uri)) {}
+    ArchiveFixture(const std::string& dsn, const std::string& tag, ArchiveSetup setup,
+                   std::string rest_uri = iceberg_rest_uri())
         : dsn_(dsn),
-          kind_(kind),
+          kind_(setup.catalog),
           rest_uri_(std::move(rest_uri)),
+          storage_(setup.storage),
+          unique_(std::to_string(getpid()) + "-" + std::to_string(time(nullptr))),
           warehouse_(::testing::TempDir() + "trackd-wh-" + tag + "-" + std::to_string(getpid())),
-          namespace_(kind == CatalogKind::rest ? "t_" + tag + "_" + std::to_string(getpid()) + "_" +
-                                                     std::to_string(time(nullptr))
-                                               : "trackd") {
+          namespace_(kind_ == CatalogKind::rest ? "t_" + tag + "_" + std::to_string(getpid()) +
+                                                      "_" + std::to_string(time(nullptr))
+                                                : "trackd") {
         fs::remove_all(warehouse_);
         fs::create_directories(warehouse_);
+        if (storage_ == StorageKind::s3) {
+            // A bucket of its own per test (moto keeps them in memory until it stops).
+            std::string name = "t-" + tag + "-" + unique_;
+            std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) {
+                return std::isalnum(c) != 0 ? static_cast<char>(std::tolower(c)) : '-';
+            });
+            bucket_ = make_bucket(name.substr(0, 63));
+        }
     }
     ~ArchiveFixture() {
         std::error_code ec;
         fs::remove_all(warehouse_, ec);
     }
 
-    [[nodiscard]] std::string table_dir() const {
-        return warehouse_ + "/" + namespace_ + "/vehicle_positions";
+    // The warehouse trackd is given: a local folder, or s3://<bucket>/wh.
+    [[nodiscard]] std::string warehouse() const {
+        return storage_ == StorageKind::s3 ? "s3://" + bucket_ + "/wh" : warehouse_;
     }
+    [[nodiscard]] std::string table_dir() const {
+        return warehouse() + "/" + namespace_ + "/vehicle_positions";
+    }
+    [[nodiscard]] StorageKind storage() const { return storage_; }
+    [[nodiscard]] const std::string& bucket() const { return bucket_; }
     [[nodiscard]] CatalogKind kind() const { return kind_; }
     [[nodiscard]] const std::string& namespace_name() const { return namespace_; }
 
     [[nodiscard]] std::map<std::string, std::string> env(
         std::map<std::string, std::string> extra = {}) const {
         std::map<std::string, std::string> e = {{"TRACKD_PG_DSN", dsn_},
-                                                {"TRACKD_ARCHIVE_WAREHOUSE", warehouse_},
+                                                {"TRACKD_ARCHIVE_WAREHOUSE", warehouse()},
                                                 {"TRACKD_ARCHIVE_COMMIT_INTERVAL_S", "1"},
                                                 {"TRACKD_ARCHIVE_POLL_INTERVAL_MS", "100"}};
+        // The tests give trackd a key pair: nothing may reach for the EC2 instance metadata
+        // service (169.254.169.254) either.
+        if (storage_ == StorageKind::s3) e["AWS_EC2_METADATA_DISABLED"] = "true";
+        if (storage_ == StorageKind::s3 && kind_ == CatalogKind::rest) {
+            // Both routes to the S3 settings run: the AWS environment here...
+            e["AWS_ENDPOINT_URL"] = s3_endpoint();
+            e["AWS_REGION"] = "us-east-1";
+            e["AWS_ACCESS_KEY_ID"] = kS3KeyId;
+            e["AWS_SECRET_ACCESS_KEY"] = kS3Secret;
+            e["TRACKD_ARCHIVE_S3_PATH_STYLE"] = "true";
+        } else if (storage_ == StorageKind::s3) {
+            // ...and archive.s3_* with the JDBC catalog.
+            e["TRACKD_ARCHIVE_S3_ENDPOINT"] = s3_endpoint();
+            e["TRACKD_ARCHIVE_S3_PATH_STYLE"] = "true";
+            e["TRACKD_ARCHIVE_S3_ACCESS_KEY_ID"] = kS3KeyId;
+            e["TRACKD_ARCHIVE_S3_SECRET_ACCESS_KEY"] = kS3Secret;
+        }
         if (kind_ == CatalogKind::rest) {
             e["TRACKD_ARCHIVE_CATALOG_TYPE"] = "rest";
             e["TRACKD_ARCHIVE_REST_URI"] = rest_uri_;
@@ -96,25 +157,51 @@ class ArchiveFixture {
                                               env(std::move(extra)), log);
     }
 
-    std::map<std::string, std::string> check(const std::string& what) const {
-        const std::string py = std::string(TRACKD_SOURCE_DIR) + "/.venv/bin/python " +
-                               TRACKD_SOURCE_DIR + "/tests/integration/archive_check.py ";
-        std::string args = what == "avro" ? " --dir " + shell_quote(table_dir())
-                                          : " --pg " + shell_quote(dsn_) + " --table " +
-                                                namespace_ + ".vehicle_positions";
-        if (kind_ == CatalogKind::rest && what != "avro") {
+    // archive_check.py `what` on this test's table; `extra` replaces the default arguments
+    // (ls --dir URI, put --uri URI).
+    std::map<std::string, std::string> check(const std::string& what,
+                                             const std::string& extra = {}) const {
+        std::string args = !extra.empty()   ? " " + extra
+                           : what == "avro" ? " --dir " + shell_quote(table_dir())
+                                            : " --pg " + shell_quote(dsn_) + " --table " +
+                                                  namespace_ + ".vehicle_positions";
+        if (kind_ == CatalogKind::rest && what != "avro" && extra.empty()) {
             args += " --rest " + shell_quote(rest_uri_);
         }
-        const auto r = run_command(py + what + args);
+        const auto r = run_command(checker() + what + args);
         EXPECT_EQ(r.exit_code, 0) << r.output;
         return parse_kv(r.output);
     }
 
+    // The files under the table's location now (local folder or bucket), by URI.
+    [[nodiscard]] std::set<std::string> stored_files(const std::string& under = {}) const {
+        std::set<std::string> out;
+        const std::string dir = table_dir() + under;
+        const auto r = run_command(checker() + "ls --dir " + shell_quote(dir));
+        EXPECT_EQ(r.exit_code, 0) << r.output;
+        std::istringstream in(r.output);
+        for (std::string line; std::getline(in, line);) {
+            if (line.rfind("file=", 0) == 0) out.insert(line.substr(5));
+        }
+        return out;
+    }
+
   private:
+    // archive_check.py in the project's .venv, told where the S3 server is.
+    [[nodiscard]] std::string checker() const {
+        std::string py = std::string(TRACKD_SOURCE_DIR) + "/.venv/bin/python " + TRACKD_SOURCE_DIR +
+                         "/tests/integration/archive_check.py ";
+        if (storage_ == StorageKind::s3) py += "--s3 " + shell_quote(s3_endpoint()) + " ";
+        return py;
+    }
+
     std::string dsn_;
     CatalogKind kind_;
     std::string rest_uri_;  // the catalog's own address (not a front a test puts before it)
-    std::string warehouse_;
+    StorageKind storage_;
+    std::string unique_;
+    std::string bucket_;
+    std::string warehouse_;  // a local folder (also made, unused, for S3 tests)
     std::string namespace_;
 };
 

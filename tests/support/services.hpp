@@ -1,8 +1,9 @@
 // Where the integration tests find the real services that scripts/services.sh started.
 // Override with TEST_PG_ADMIN_DSN (a superuser DSN; tests create and drop their own databases),
 // TEST_KAFKA_BROKERS, TEST_PG_REPLICA_DSN for the streaming replica, TEST_REGISTRY_URL for the
-// schema registry and TEST_ICEBERG_REST_URI (Apache Iceberg's REST catalog server,
-// scripts/iceberg-rest.sh). A service that is not there fails the test: it never skips.
+// schema registry, TEST_ICEBERG_REST_URI (Apache Iceberg's REST catalog server,
+// scripts/iceberg-rest.sh) and TEST_S3_ENDPOINT (the S3 server, moto, scripts/s3.sh). A service
+// that is not there fails the test: it never skips.
 #pragma once
 
 #include <cstdlib>
@@ -38,5 +39,7 @@ inline std::string registry_url() {
 inline std::string iceberg_rest_uri() {
     return env_or("TEST_ICEBERG_REST_URI", "http://127.0.0.1:55181");
 }
+
+inline std::string s3_endpoint() { return env_or("TEST_S3_ENDPOINT", "http://127.0.0.1:55900"); }
 
 }  // namespace trackd::test

@@ -121,9 +121,21 @@ struct PostgisConfig {
 // The Iceberg archive (docs/archive.md): history rows -> Parquet -> Iceberg v2 table.
 struct ArchiveConfig {
     bool enabled = false;  // archive inside `trackd run`
-    // Local directory (or file:// URI). With a REST catalog, empty lets the catalog choose the
-    // table's location (its warehouse).
+    // Local directory (or file:// URI), or s3://bucket/prefix (object storage). With a REST
+    // catalog, empty lets the catalog choose the table's location (its warehouse).
     std::string warehouse = "/var/lib/trackd/warehouse";
+    // Object storage (s3:// warehouses, docs/archive.md); each empty string falls back to the
+    // usual AWS environment variable (AWS_ENDPOINT_URL_S3/AWS_ENDPOINT_URL, AWS_REGION/
+    // AWS_DEFAULT_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN).
+    std::string s3_endpoint;           // "http://host:port" of an S3-compatible server
+    std::string s3_region;             // default us-east-1
+    bool s3_path_style = false;        // http://endpoint/bucket/key, not http://bucket.endpoint/key
+    std::string s3_access_key_id;      // with s3_secret_access_key; none: the AWS default chain
+    std::string s3_secret_access_key;  // masked in check-config
+    std::string s3_session_token;      // masked in check-config
+    int s3_retry_attempts = 6;         // per request, the first included
+    int s3_retry_base_delay_ms = 100;  // doubled per retry (with jitter), at most 10 s
+    int s3_timeout_ms = 30000;         // connect and request timeout of one S3 request
     std::string catalog_type = "jdbc";  // "jdbc" (tables in trackd's PostgreSQL) or "rest"
     std::string catalog = "trackd";     // catalog_name in the JDBC catalog tables
     // The Iceberg REST catalog (catalog_type = "rest"); names as PyIceberg's RestCatalog has them.

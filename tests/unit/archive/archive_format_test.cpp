@@ -165,7 +165,8 @@ TEST(TableFormat, BoundsDayTransformAndWkb) {
 TEST(ParquetFileWriter, FieldIdsGeoMetadataAndMetrics) {
     const auto path =
         ::testing::TempDir() + "archive-unit-" + std::to_string(getpid()) + ".parquet";
-    ParquetFileWriter w(path, "file://" + path, 20000);
+    FileIO io{S3Settings{}};
+    ParquetFileWriter w(io, "file://" + path, 20000);
     for (int i = 0; i < 3; ++i) {
         ArchiveRow r;
         r.vehicle_id = "veh-" + std::to_string(i);

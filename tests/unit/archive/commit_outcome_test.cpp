@@ -71,7 +71,7 @@ class CommitOutcome : public ::testing::Test {
         dir_ = ::testing::TempDir() + "archive-outcome-" + std::to_string(getpid()) + "-" +
                ::testing::UnitTest::GetInstance()->current_test_info()->name();
         fs::remove_all(dir_);
-        table_ = std::make_unique<IcebergTable>(catalog_, ident_, "file://" + dir_, 20);
+        table_ = std::make_unique<IcebergTable>(catalog_, io_, ident_, "file://" + dir_, 20);
         table_->refresh();
     }
     void TearDown() override { fs::remove_all(dir_); }
@@ -79,7 +79,7 @@ class CommitOutcome : public ::testing::Test {
     // A data file for the next append (its content does not matter to the table).
     std::vector<DataFile> files(int rows) {
         DataFile f;
-        f.path = table_->new_data_file(20000).first;
+        f.path = table_->new_data_file(20000);
         f.partition = 20000;
         f.record_count = rows;
         f.file_size_in_bytes = 100;
@@ -128,6 +128,7 @@ class CommitOutcome : public ::testing::Test {
     FakeCatalog catalog_;
     TableIdent ident_{"trackd", "trackd", "vehicle_positions"};
     std::string dir_;
+    FileIO io_{S3Settings{}};
     std::unique_ptr<IcebergTable> table_;
 };
 
@@ -179,7 +180,7 @@ TEST_F(CommitOutcome, UnknownOutcomeKeepsEveryFileAndTheTableDecidesLater) {
         EXPECT_EQ(table_files().size(), before.size() + 3);
         for (const auto& f : before) EXPECT_TRUE(fs::exists(f)) << f;
         // A restarted round reads the table: it holds the snapshot exactly when it was applied.
-        table_ = std::make_unique<IcebergTable>(catalog_, ident_, "file://" + dir_, 20);
+        table_ = std::make_unique<IcebergTable>(catalog_, io_, ident_, "file://" + dir_, 20);
         table_->refresh();
         EXPECT_EQ(table_->progress().archived_seq,
                   mode == FakeCatalog::Lost::applied ? seq + 1 : seq);

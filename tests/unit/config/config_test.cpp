@@ -286,6 +286,71 @@ TEST(ArchiveConfig, ErrorsNameTheKey) {
               "archive.enabled (from TRACKD_ARCHIVE_ENABLED): expected true or false, got 'maybe'");
 }
 
+TEST(ArchiveConfig, ObjectStorageKeysAndMaskedSecrets) {
+    const auto d = load_from_string("", "test.toml", {});
+    EXPECT_TRUE(d.archive.s3_endpoint.empty());
+    EXPECT_FALSE(d.archive.s3_path_style);
+    EXPECT_EQ(d.archive.s3_retry_attempts, 6);
+    EXPECT_EQ(d.archive.s3_retry_base_delay_ms, 100);
+    EXPECT_EQ(d.archive.s3_timeout_ms, 30000);
+    const auto c =
+        load_from_string(R"(
+[archive]
+warehouse = "s3://fleet-archive/trackd/prod"
+s3_endpoint = "http://127.0.0.1:9000"
+s3_region = "eu-central-1"
+s3_path_style = true
+s3_access_key_id = "AKIDEXAMPLE"
+s3_retry_attempts = 3
+s3_timeout_ms = 2000
+)",
+                         "test.toml",
+                         {{"TRACKD_ARCHIVE_S3_SECRET_ACCESS_KEY", "wJalrXUtnFEMI-secret"},
+                          {"TRACKD_ARCHIVE_S3_SESSION_TOKEN", "session-secret"}});
+    EXPECT_EQ(c.archive.warehouse, "s3://fleet-archive/trackd/prod");
+    EXPECT_EQ(c.archive.s3_endpoint, "http://127.0.0.1:9000");
+    EXPECT_EQ(c.archive.s3_region, "eu-central-1");
+    EXPECT_TRUE(c.archive.s3_path_style);
+    EXPECT_EQ(c.archive.s3_secret_access_key, "wJalrXUtnFEMI-secret");
+    EXPECT_EQ(c.archive.s3_retry_attempts, 3);
+    EXPECT_EQ(c.archive.s3_timeout_ms, 2000);
+    const auto text = to_masked_toml(c);
+    EXPECT_EQ(text.find("wJalrXUtnFEMI-secret"), std::string::npos) << text;
+    EXPECT_EQ(text.find("session-secret"), std::string::npos) << text;
+    EXPECT_NE(text.find("s3_secret_access_key = \"****\""), std::string::npos) << text;
+    EXPECT_NE(text.find("s3_access_key_id = \"AKIDEXAMPLE\""), std::string::npos) << text;
+}
+
+TEST(ArchiveConfig, ObjectStorageErrorsNameTheKey) {
+    EXPECT_EQ(error_of("[archive]\nwarehouse = \"s3://\"\n"),
+              "archive.warehouse: 's3://' is not a local path, a file:// URI or "
+              "s3://bucket/prefix (a bucket name is 3..63 characters of a-z 0-9 . -)");
+    EXPECT_EQ(error_of("[archive]\nwarehouse = \"s3://Bad_Bucket/x\"\n"),
+              "archive.warehouse: 's3://Bad_Bucket/x' is not a local path, a file:// URI or "
+              "s3://bucket/prefix (a bucket name is 3..63 characters of a-z 0-9 . -)");
+    EXPECT_EQ(error_of("[archive]\nwarehouse = \"gs://bucket/x\"\n"),
+              "archive.warehouse: 'gs://bucket/x' is not a local path, a file:// URI or "
+              "s3://bucket/prefix (a bucket name is 3..63 characters of a-z 0-9 . -)");
+    EXPECT_EQ(error_of("[archive]\ns3_endpoint = \"127.0.0.1:9000\"\n"),
+              "archive.s3_endpoint: '127.0.0.1:9000' is not http://host[:port] or "
+              "https://host[:port]");
+    EXPECT_EQ(error_of("[archive]\ns3_access_key_id = \"AKID\"\n"),
+              "archive.s3_secret_access_key: set both archive.s3_access_key_id and "
+              "archive.s3_secret_access_key, or neither");
+    EXPECT_EQ(error_of("[archive]\ns3_session_token = \"t\"\n"),
+              "archive.s3_session_token: needs archive.s3_access_key_id and "
+              "archive.s3_secret_access_key");
+    EXPECT_EQ(error_of("[archive]\ns3_retry_attempts = 0\n"),
+              "archive.s3_retry_attempts: must be between 1 and 20");
+    EXPECT_EQ(error_of("[archive]\ns3_retry_base_delay_ms = 0\n"),
+              "archive.s3_retry_base_delay_ms: must be between 1 and 10000");
+    EXPECT_EQ(error_of("[archive]\ns3_timeout_ms = 5\n"),
+              "archive.s3_timeout_ms: must be between 100 and 600000");
+    EXPECT_EQ(error_of("", {{"TRACKD_ARCHIVE_S3_PATH_STYLE", "yes"}}),
+              "archive.s3_path_style (from TRACKD_ARCHIVE_S3_PATH_STYLE): expected true or false, "
+              "got 'yes'");
+}
+
 TEST(HttpConfig, LimitsAndTokensFromFileAndEnvironment) {
     const auto c = load_from_string(R"(
 [http]

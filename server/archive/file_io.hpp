@@ -1,0 +1,108 @@
+// Where the archive's files live: the one seam every read, write, delete and listing of data
+// files, manifests, manifest lists and metadata files goes through.
+//
+// Contract: files are named by URI: a local path or file:// URI (a local folder), or
+// s3://bucket/key (object storage, through Arrow's S3 filesystem). A file is written once under
+// a new, unique name and is complete when write() or the output stream's close returns: a
+// crash leaves no half file that a reader could find (local: written and fsynced under its
+// final name before anything points at it; S3: an object appears whole or not at all). Reads
+// and listings never see a file being written. remove() is quiet: a file that is already gone,
+// or cannot be deleted now, is left to the orphan clean-up. Every other failure throws
+// std::runtime_error naming the URI. S3 requests are retried with bounded backoff
+// (archive.s3_retry_*) before failing. Thread-safe (Arrow's filesystems are); one FileIO serves
+// every table object of an Archiver.
+//
+// Object storage needs the process's ObjectStorageRuntime (trackd/archive/object_storage.hpp).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "trackd/config/config.hpp"
+
+namespace arrow::io {
+class OutputStream;
+class RandomAccessFile;
+}  // namespace arrow::io
+namespace arrow::fs {
+class S3FileSystem;
+}  // namespace arrow::fs
+
+namespace trackd::archive {
+
+// One file found under a prefix.
+struct StoredFile {
+    std::string uri;  // in the scheme the prefix had (file:// or s3://)
+    std::int64_t size = 0;
+    std::chrono::system_clock::time_point modified;
+};
+
+// The S3 settings trackd uses, from archive.s3_* and, where those are empty, the usual AWS
+// environment variables (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, AWS_REGION, AWS_DEFAULT_REGION,
+// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN). No key pair anywhere: the AWS
+// SDK's default chain (profile files, instance or container role).
+struct S3Settings {
+    std::string scheme = "https";  // of the endpoint
+    std::string endpoint;          // host[:port]; empty: AWS's own for the region
+    std::string region = "us-east-1";
+    bool path_style = false;
+    std::string access_key_id;
+    std::string secret_access_key;
+    std::string session_token;
+    int retry_attempts = 6;
+    int retry_base_delay_ms = 100;
+    int timeout_ms = 30000;
+};
+
+// The AWS_* variables of the process.
+std::map<std::string, std::string> aws_environment();
+S3Settings resolve_s3_settings(const config::ArchiveConfig& c,
+                               const std::map<std::string, std::string>& aws_env);
+
+// "s3://bucket/a/b" -> {"bucket", "a/b"}; throws on anything else.
+std::pair<std::string, std::string> split_s3_uri(const std::string& uri);
+bool is_s3_uri(const std::string& uri);
+// "file:///x/y" or "/x/y" -> "/x/y".
+std::string local_path(const std::string& uri);
+
+class FileIO {
+  public:
+    explicit FileIO(S3Settings s3);
+    ~FileIO();
+    FileIO(const FileIO&) = delete;
+    FileIO& operator=(const FileIO&) = delete;
+
+    std::string read(const std::string& uri);
+    void write(const std::string& uri, const std::string& bytes);
+    // For a Parquet writer: the file exists once the stream is closed and sync_size() returned.
+    std::shared_ptr<arrow::io::OutputStream> open_output(const std::string& uri);
+    // After the stream from open_output was closed: makes the file durable (local: fsync) and
+    // returns its size as stored.
+    std::int64_t sync_size(const std::string& uri);
+    std::shared_ptr<arrow::io::RandomAccessFile> open_input(const std::string& uri);
+    // True when it was deleted now.
+    bool remove(const std::string& uri) noexcept;
+    // Every file under `prefix` (a "directory" URI), recursively; none when it does not exist.
+    std::vector<StoredFile> list(const std::string& prefix);
+    bool exists(const std::string& uri);
+    // The form two URIs of one file share ("file:///a" and "/a"; "s3a://b/k" and "s3://b/k").
+    static std::string normalize(const std::string& uri);
+
+    // For start-up: a s3:// warehouse's bucket exists and answers; throws core::ConfigError
+    // naming archive.warehouse (or archive.s3_endpoint) otherwise. Nothing for a local one.
+    void check_warehouse(const std::string& warehouse);
+
+  private:
+    std::shared_ptr<arrow::fs::S3FileSystem> s3();
+
+    S3Settings settings_;
+    std::mutex mutex_;
+    std::shared_ptr<arrow::fs::S3FileSystem> s3_;  // made on first use
+};
+
+}  // namespace trackd::archive

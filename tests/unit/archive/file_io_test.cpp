@@ -1,0 +1,93 @@
+// FileIO's local side and the S3 settings it resolves from archive.s3_* and the AWS environment
+// (the S3 side itself runs against a real S3 server in tests/integration/archive_test.cpp).
+#include "file_io.hpp"
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+namespace trackd::archive {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(S3Settings, ConfigKeysWinOverTheAwsEnvironment) {
+    config::ArchiveConfig c;
+    const std::map<std::string, std::string> env = {
+        {"AWS_ENDPOINT_URL", "http://env-endpoint:9000"},
+        {"AWS_ENDPOINT_URL_S3", "https://s3-only.example:443/"},
+        {"AWS_DEFAULT_REGION", "eu-west-1"},
+        {"AWS_ACCESS_KEY_ID", "ENVKEY"},
+        {"AWS_SECRET_ACCESS_KEY", "envsecret"},
+        {"AWS_SESSION_TOKEN", "envtoken"}};
+    auto s = resolve_s3_settings(c, env);
+    EXPECT_EQ(s.scheme, "https");
+    EXPECT_EQ(s.endpoint, "s3-only.example:443");
+    EXPECT_EQ(s.region, "eu-west-1");
+    EXPECT_EQ(s.access_key_id, "ENVKEY");
+    EXPECT_EQ(s.secret_access_key, "envsecret");
+    EXPECT_EQ(s.session_token, "envtoken");
+
+    c.s3_endpoint = "http://127.0.0.1:55900";
+    c.s3_region = "us-west-2";
+    c.s3_path_style = true;
+    c.s3_access_key_id = "CFGKEY";
+    c.s3_secret_access_key = "cfgsecret";
+    c.s3_retry_attempts = 2;
+    s = resolve_s3_settings(c, env);
+    EXPECT_EQ(s.scheme, "http");
+    EXPECT_EQ(s.endpoint, "127.0.0.1:55900");
+    EXPECT_EQ(s.region, "us-west-2");
+    EXPECT_TRUE(s.path_style);
+    EXPECT_EQ(s.access_key_id, "CFGKEY");
+    EXPECT_EQ(s.secret_access_key, "cfgsecret");
+    EXPECT_EQ(s.session_token, "") << "a configured key pair does not take the environment's token";
+    EXPECT_EQ(s.retry_attempts, 2);
+
+    s = resolve_s3_settings(config::ArchiveConfig{},
+                            {{"AWS_REGION", "ap-south-1"}, {"AWS_DEFAULT_REGION", "eu-west-1"}});
+    EXPECT_EQ(s.region, "ap-south-1");
+    EXPECT_EQ(s.endpoint, "");
+    EXPECT_EQ(s.access_key_id, "");
+    EXPECT_EQ(resolve_s3_settings(config::ArchiveConfig{}, {}).region, "us-east-1");
+}
+
+TEST(FileIO, UrisSplitAndNormalize) {
+    EXPECT_EQ(split_s3_uri("s3://bucket/a/b/"),
+              std::make_pair(std::string("bucket"), std::string("a/b")));
+    EXPECT_EQ(split_s3_uri("s3://bucket"), std::make_pair(std::string("bucket"), std::string()));
+    EXPECT_THROW(split_s3_uri("s3:///key"), std::runtime_error);
+    EXPECT_THROW(split_s3_uri("/local"), std::runtime_error);
+    EXPECT_EQ(FileIO::normalize("s3a://b/k"), "s3://b/k");
+    EXPECT_EQ(FileIO::normalize("file:///x/y"), "/x/y");
+    EXPECT_EQ(FileIO::normalize("/x/y"), "/x/y");
+}
+
+TEST(FileIO, LocalWriteOnceReadListRemove) {
+    const auto dir = ::testing::TempDir() + "fileio-" + std::to_string(getpid());
+    fs::remove_all(dir);
+    FileIO io{S3Settings{}};
+    io.write("file://" + dir + "/metadata/a.json", "{}");
+    io.write(dir + "/data/p=1/b.parquet", "bytes");
+    EXPECT_THROW(io.write(dir + "/metadata/a.json", "again"), std::runtime_error)
+        << "a name is written once";
+    EXPECT_EQ(io.read(dir + "/metadata/a.json"), "{}");
+    EXPECT_TRUE(io.exists("file://" + dir + "/data/p=1/b.parquet"));
+    auto files = io.list("file://" + dir + "/data");
+    ASSERT_EQ(files.size(), 1U);
+    EXPECT_EQ(files[0].uri, dir + "/data/p=1/b.parquet");
+    EXPECT_EQ(files[0].size, 5);
+    EXPECT_LE(files[0].modified, std::chrono::system_clock::now() + std::chrono::seconds(1));
+    EXPECT_GE(files[0].modified, std::chrono::system_clock::now() - std::chrono::minutes(1));
+    EXPECT_TRUE(io.list(dir + "/nowhere").empty());
+    EXPECT_TRUE(io.remove(dir + "/data/p=1/b.parquet"));
+    EXPECT_FALSE(io.remove(dir + "/data/p=1/b.parquet"));
+    EXPECT_FALSE(io.exists(dir + "/data/p=1/b.parquet"));
+    EXPECT_THROW(io.read(dir + "/data/p=1/b.parquet"), std::runtime_error);
+    io.check_warehouse(dir);  // nothing to check for a local folder
+    fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace trackd::archive
