@@ -12,6 +12,7 @@
 #include "trackd/db/migrations.hpp"
 #include "trackd/http/server.hpp"
 #include "trackd/pipeline/ingest.hpp"
+#include "trackd/sink/postgis/history_indexer.hpp"
 
 namespace trackd::pipeline {
 
@@ -48,6 +49,13 @@ void run(const config::Config& config, std::atomic<bool>& stop) {
             }
         });
     }
+    // Closed partitions get their GiST and btree built beside ingest, on their own connection
+    // (postgis.defer_indexes); stopped with the archiver, after ingest.
+    std::thread indexer;
+    if (config.postgis.defer_indexes) {
+        indexer = std::thread(
+            [&config, &stop_archive] { sink::postgis::HistoryIndexer(config).run(stop_archive); });
+    }
     std::exception_ptr failure;
     try {
         run_ingest(config, stop, production_seams(config));  // 1. ingest
@@ -57,6 +65,7 @@ void run(const config::Config& config, std::atomic<bool>& stop) {
     }
     stop_archive = true;  // 2. the archiver
     if (archive.joinable()) archive.join();
+    if (indexer.joinable()) indexer.join();
     http.reset();  // 3. the HTTP server
     if (failure) std::rethrow_exception(failure);
     core::log::info("trackd stopped");
