@@ -163,6 +163,17 @@ TEST_F(HistoryIndexesTest, ABuildWhoseBackendIsKilledLeavesAnInvalidIndexThatIsR
         if (pid.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     ASSERT_FALSE(pid.empty()) << "the build never waited for the old snapshot";
+    // Ingest goes on meanwhile: a late row for the partition being built is written at once
+    // (a plain CREATE INDEX would hold it until the build ends; the guard turns that into an
+    // error instead of a hang).
+    {
+        db::Connection late(db_.dsn(), "test late row");
+        late.exec_script("SET statement_timeout = '30s'");
+        late.exec_script(
+            "INSERT INTO trackd.vehicle_telemetry_history (vehicle_id, recorded_at, geom, "
+            "ingest_batch_id, kafka_partition, kafka_offset) VALUES ('late', "
+            "'2025-06-01T10:30:00Z', ST_SetSRID(ST_MakePoint(13.1, 52.1, 0), 4326), 99, 0, 9)");
+    }
     EXPECT_EQ(sql("SELECT pg_terminate_backend($1::int)", {pid}).at(0, 0), "t");
     build.join();
     ASSERT_TRUE(failure) << "the build was not interrupted";
@@ -184,6 +195,11 @@ TEST_F(HistoryIndexesTest, ABuildWhoseBackendIsKilledLeavesAnInvalidIndexThatIsR
     EXPECT_EQ(pass.indexes_built, 2);
     EXPECT_EQ(pass.partitions, 1);
     EXPECT_EQ(indexes_of(kPartition), kClosed);
+    // The late row is in the partition and found through the rebuilt btree.
+    EXPECT_EQ(sql("SELECT count(*) FROM trackd.vehicle_telemetry_history_p2025060110 "
+                  "WHERE vehicle_id = 'late'")
+                  .at(0, 0),
+              "1");
 }
 
 // Each answer with its "timeStamp" (the time of the response) taken out.
