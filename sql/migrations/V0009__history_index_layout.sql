@@ -211,6 +211,54 @@ $fn$;
 COMMENT ON FUNCTION trackd.history_partition_indexes() IS
   'Per time partition of trackd.vehicle_telemetry_history: its upper bound, the closed indexes it lacks, those left invalid (an interrupted CREATE INDEX CONCURRENTLY), and the hot indexes it still has.';
 
+-- When postgis.defer_indexes is switched on, the partitions already made ahead (by the
+-- migrations, or by trackd before) have the closed indexes. trackd run calls this before it
+-- ingests: every partition not yet past and still empty gets the hot indexes instead. A
+-- partition with rows keeps what it has (dropping its GiST would slow its queries) and closes
+-- as it is. Each partition is locked briefly (p_lock_timeout_ms, then skipped). Returns how many
+-- it changed. SECURITY DEFINER like create_history_partitions: only fixed index definitions.
+CREATE OR REPLACE FUNCTION trackd.defer_open_history_partition_indexes(p_lock_timeout_ms int DEFAULT 1000)
+RETURNS int
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  r        record;
+  i        record;
+  v_empty  boolean;
+  v_done   int := 0;
+BEGIN
+  PERFORM set_config('lock_timeout', greatest(p_lock_timeout_ms, 1) || 'ms', true);
+  FOR r IN
+    SELECT p.partition_name FROM trackd.history_partition_indexes() p
+     WHERE p.range_to > now() AND cardinality(p.hot_present) = 0
+  LOOP
+    BEGIN
+      EXECUTE format('LOCK TABLE trackd.%I IN ACCESS EXCLUSIVE MODE', r.partition_name);
+      EXECUTE format('SELECT NOT EXISTS (SELECT 1 FROM trackd.%I)', r.partition_name) INTO v_empty;
+      IF v_empty THEN
+        FOR i IN SELECT * FROM trackd.history_closed_indexes() LOOP
+          EXECUTE format('DROP INDEX IF EXISTS trackd.%I', r.partition_name || i.suffix);
+        END LOOP;
+        FOR i IN SELECT * FROM trackd.history_hot_indexes() LOOP
+          EXECUTE format('CREATE INDEX %I ON trackd.%I %s', r.partition_name || i.suffix,
+                         r.partition_name, i.definition);
+        END LOOP;
+        v_done := v_done + 1;
+      END IF;
+    EXCEPTION WHEN lock_not_available THEN
+      RAISE NOTICE 'trackd.defer_open_history_partition_indexes: % is busy, left as it is', r.partition_name;
+    END;
+  END LOOP;
+  RETURN v_done;
+END
+$fn$;
+COMMENT ON FUNCTION trackd.defer_open_history_partition_indexes(int) IS
+  'Gives every empty partition of trackd.vehicle_telemetry_history not yet past the hot indexes instead of the closed ones (postgis.defer_indexes switched on). Returns the number changed.';
+
+REVOKE ALL ON FUNCTION trackd.defer_open_history_partition_indexes(int) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION trackd.defer_open_history_partition_indexes(int) TO trackd_ingest;
 REVOKE ALL ON FUNCTION trackd.create_history_partitions(timestamptz, timestamptz, text, boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION trackd.create_history_partitions(timestamptz, timestamptz, text, boolean) TO trackd_ingest;
 REVOKE ALL ON FUNCTION trackd.history_partition_indexes() FROM PUBLIC;

@@ -202,6 +202,45 @@ TEST_F(HistoryIndexesTest, ABuildWhoseBackendIsKilledLeavesAnInvalidIndexThatIsR
               "1");
 }
 
+TEST_F(HistoryIndexesTest, SwitchingOnMakesEmptyOpenPartitionsHotAndSwitchingOffClosesThem) {
+    // The migration made today's and the next days' partitions with the closed indexes; one
+    // of them gets a row first.
+    const auto today =
+        "vehicle_telemetry_history_p" + sql("SELECT to_char(now() AT TIME ZONE 'UTC', "
+                                            "'YYYYMMDD')")
+                                            .at(0, 0);
+    const auto later =
+        "vehicle_telemetry_history_p" + sql("SELECT to_char((now() + interval '3 days') AT "
+                                            "TIME ZONE 'UTC', 'YYYYMMDD')")
+                                            .at(0, 0);
+    sql("INSERT INTO trackd.vehicle_telemetry_history (vehicle_id, recorded_at, geom, "
+        "ingest_batch_id, kafka_partition, kafka_offset) VALUES ('v', now() + interval '3 days', "
+        "ST_SetSRID(ST_MakePoint(13.1, 52.1, 0), 4326), 1, 0, 0)");
+    const auto open_partitions =
+        sql("SELECT count(*) FROM trackd.history_partitions() WHERE NOT is_default AND "
+            "range_to > now()")
+            .at(0, 0);
+    HistoryIndexer indexer(config_);
+    EXPECT_EQ(std::to_string(indexer.defer_open_partitions()),
+              std::to_string(std::stoi(open_partitions) - 1));
+    EXPECT_EQ(indexes_of(today), today + "_geom_brin:true," + today + "_ingest_batch_id_idx:true," +
+                                     today + "_time_brin:true," + today + "_vehicle_bloom:true");
+    EXPECT_EQ(indexes_of(later), later + "_geom_gist:true," + later + "_ingest_batch_id_idx:true," +
+                                     later + "_vehicle_time_idx:true");
+    // Open partitions are not due while the setting is on...
+    EXPECT_EQ(indexer.run_once().partitions, 0);
+    // ...and all are once it is off: their rows get the closed indexes whatever their range.
+    config_.postgis.defer_indexes = false;
+    const auto pass = HistoryIndexer(config_).run_once();
+    EXPECT_EQ(std::to_string(pass.partitions), std::to_string(std::stoi(open_partitions) - 1));
+    EXPECT_EQ(indexes_of(today), today + "_geom_gist:true," + today + "_ingest_batch_id_idx:true," +
+                                     today + "_vehicle_time_idx:true");
+    EXPECT_EQ(sql("SELECT count(*) FROM trackd.history_partition_indexes() WHERE "
+                  "cardinality(hot_present) > 0 OR cardinality(closed_missing) > 0")
+                  .at(0, 0),
+              "0");
+}
+
 // Each answer with its "timeStamp" (the time of the response) taken out.
 std::string without_time_stamp(const std::string& body) {
     static const std::regex stamp(R"re("timeStamp":"[^"]*",?)re");

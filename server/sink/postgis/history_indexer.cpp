@@ -57,6 +57,19 @@ db::Connection& HistoryIndexer::connection() {
     return *conn_;
 }
 
+int HistoryIndexer::defer_open_partitions() {
+    const auto n =
+        std::stoi(connection()
+                      .query("SELECT trackd.defer_open_history_partition_indexes($1::int)",
+                             {std::to_string(config_.postgis.ddl_lock_timeout_ms)})
+                      .at(0, 0));
+    if (n > 0) {
+        core::log::info("open history partitions made ahead now have the hot indexes",
+                        {{"partitions", std::to_string(n)}});
+    }
+    return n;
+}
+
 IndexPass HistoryIndexer::run_once() {
     IndexPass pass;
     auto& conn = connection();
@@ -81,10 +94,12 @@ IndexPass HistoryIndexer::run_once() {
 
     const auto due =
         column(conn.query("SELECT partition_name FROM trackd.history_partition_indexes() "
-                          "WHERE range_to <= now() - make_interval(secs => $1::int) "
+                          "WHERE (range_to <= now() - make_interval(secs => $1::int) OR NOT "
+                          "$2::boolean) "
                           "AND cardinality(closed_missing) + cardinality(closed_invalid) + "
                           "cardinality(hot_present) > 0 ORDER BY range_to",
-                          {std::to_string(config_.postgis.index_grace_s)}));
+                          {std::to_string(config_.postgis.index_grace_s),
+                           config_.postgis.defer_indexes ? "true" : "false"}));
     // Tests stop here, with the partitions known, to interrupt the build (docs/reliability.md).
     static core::PausePoint before_build("TRACKD_TEST_INDEX_PAUSE_AT", "history indexer");
     before_build.at("before-build");
