@@ -50,12 +50,19 @@ void run(const config::Config& config, std::atomic<bool>& stop) {
         });
     }
     // Closed partitions get their GiST and btree built beside ingest, on their own connection
-    // (postgis.defer_indexes); stopped with the archiver, after ingest.
-    std::thread indexer;
+    // (postgis.defer_indexes; without it, partitions left hot from when it was on); stopped
+    // with the archiver, after ingest. The empty open partitions made ahead get the hot
+    // indexes before ingest starts.
     if (config.postgis.defer_indexes) {
-        indexer = std::thread(
-            [&config, &stop_archive] { sink::postgis::HistoryIndexer(config).run(stop_archive); });
+        try {
+            sink::postgis::HistoryIndexer(config).defer_open_partitions();
+        } catch (const db::DbError& e) {  // they close with the closed indexes: slower only
+            core::log::warn("open history partitions keep their closed indexes",
+                            {{"error", e.what()}});
+        }
     }
+    std::thread indexer(
+        [&config, &stop_archive] { sink::postgis::HistoryIndexer(config).run(stop_archive); });
     std::exception_ptr failure;
     try {
         run_ingest(config, stop, production_seams(config));  // 1. ingest
