@@ -354,6 +354,14 @@ run_limit() {
     shift
   fi
   new_db "$db"
+  # The GiST and btree are per-partition indexes (V0009): the variants drop them by suffix.
+  if (($#)); then psql_at "$db" -c "CREATE FUNCTION public.bench_drop_history_indexes(p_suffix text) RETURNS void
+    LANGUAGE plpgsql AS \$fn\$ DECLARE r record; BEGIN
+      FOR r IN SELECT c.relname FROM pg_class c JOIN pg_index x ON x.indexrelid = c.oid
+                WHERE c.relnamespace = 'trackd'::regnamespace AND c.relname LIKE 'vehicle_telemetry_history%'
+                  AND right(c.relname, length(p_suffix)) = p_suffix LOOP
+        EXECUTE format('DROP INDEX trackd.%I', r.relname);
+      END LOOP; END \$fn\$" >/dev/null; fi
   for sql in "$@"; do psql_at "$db" -c "$sql" >/dev/null; done
   if ((profile)) && [[ "$name" == all_1 ]]; then explain=(--explain-batch $(((batches + 1) / 2))); fi
   local p0 p1 j0 j1 c0 c1 out="$work/limit_$name.kv"
@@ -531,12 +539,12 @@ if ((profile)); then
   # Each variant --variant-repeat times (the machine is shared): the lowest backend CPU counts.
   declare -A variant_sql=(
     [copy_only]="--no-upsert"
-    [no_history_gist]="DROP INDEX trackd.vehicle_telemetry_history_geom_gist"
-    [no_history_btree]="DROP INDEX trackd.vehicle_telemetry_history_vehicle_time_idx"
+    [no_history_gist]="SELECT bench_drop_history_indexes('_geom_gist')"
+    [no_history_btree]="SELECT bench_drop_history_indexes('_vehicle_time_idx')"
     [no_history_brin]="DROP INDEX trackd.vehicle_telemetry_history_batch_brin"
-    [no_history_indexes]="DROP INDEX trackd.vehicle_telemetry_history_geom_gist;DROP INDEX trackd.vehicle_telemetry_history_vehicle_time_idx;DROP INDEX trackd.vehicle_telemetry_history_batch_brin"
+    [no_history_indexes]="SELECT bench_drop_history_indexes('_geom_gist');SELECT bench_drop_history_indexes('_vehicle_time_idx');DROP INDEX trackd.vehicle_telemetry_history_batch_brin"
     [no_current_indexes]="DROP INDEX trackd.vehicle_current_state_geom_gist;DROP INDEX trackd.vehicle_current_state_last_updated_idx"
-    [history_spgist]="DROP INDEX trackd.vehicle_telemetry_history_geom_gist;CREATE INDEX vehicle_telemetry_history_geom_spgist ON trackd.vehicle_telemetry_history USING spgist (geom)"
+    [history_spgist]="SELECT bench_drop_history_indexes('_geom_gist');CREATE INDEX vehicle_telemetry_history_geom_spgist ON trackd.vehicle_telemetry_history USING spgist (geom)"
     [vehicle_id_collate_c]="ALTER TABLE trackd.vehicle_telemetry_history ALTER COLUMN vehicle_id TYPE text COLLATE \"C\";ALTER TABLE trackd.vehicle_current_state ALTER COLUMN vehicle_id TYPE text COLLATE \"C\""
     [current_hot]="DROP INDEX trackd.vehicle_current_state_geom_gist;DROP INDEX trackd.vehicle_current_state_last_updated_idx;ALTER TABLE trackd.vehicle_current_state SET (fillfactor = 50)"
   )
