@@ -8,7 +8,6 @@
 
 #include "trackd/core/log.hpp"
 #include "trackd/core/metrics.hpp"
-#include "trackd/core/pause_point.hpp"
 #include "trackd/db/connection.hpp"
 
 namespace trackd::sink::postgis {
@@ -100,9 +99,6 @@ IndexPass HistoryIndexer::run_once() {
                           "cardinality(hot_present) > 0 ORDER BY range_to",
                           {std::to_string(config_.postgis.index_grace_s),
                            config_.postgis.defer_indexes ? "true" : "false"}));
-    // Tests stop here, with the partitions known, to interrupt the build (docs/reliability.md).
-    static core::PausePoint before_build("TRACKD_TEST_INDEX_PAUSE_AT", "history indexer");
-    before_build.at("before-build");
     for (const auto& partition : due) {
         // An index left by an interrupted CREATE INDEX CONCURRENTLY is invalid (the planner
         // ignores it, writes still maintain it): drop it and build it again.
