@@ -1,14 +1,16 @@
 // trackd-bench-copy-limit: the COPY limit of bench/ingest (docs/benchmarks.md).
 //
-//   trackd-bench-copy-limit export --dsn SRC --dir DIR [--order time|vehicle]
+//   trackd-bench-copy-limit export --dsn SRC --dir DIR [--order time|vehicle|space]
 //       For every ingest batch trackd committed in SRC, in commit order, writes two binary COPY
 //       files: BATCHID-pPARTITION.history.copy (the batch's history rows in (vehicle_id,
-//       recorded_at) order, as trackd sends them, or with --order time in time order, as
-//       trackd sent them before 2026-12-01; PARTITION is the batch's lowest Kafka partition) and
+//       recorded_at) order, as trackd sends them, with --order time in time order, as
+//       trackd sent them before 2026-12-01, or with --order space in the Morton order of the
+//       position, as trackd sends them with postgis.defer_indexes; PARTITION is the batch's
+//       lowest Kafka partition) and
 //       BATCHID-pPARTITION.current.copy (the batch's latest row per vehicle: the staging rows
 //       of trackd's current-state upsert). Adds a btree index on ingest_batch_id to SRC first.
 //   trackd-bench-copy-limit load --dsn DST --dir DIR [--no-upsert] [--explain-batch N]
-//                                [--connections N]
+//                                [--connections N] [--layout closed|hot]
 //       Loads those files batch by batch into DST (a fresh `trackd migrate`d database), each
 //       batch one transaction: COPY (FORMAT binary) into trackd.vehicle_telemetry_history, COPY
 //       into a temporary staging table, the same INSERT ... ON CONFLICT as trackd's sink, COMMIT.
@@ -20,6 +22,9 @@
 //       connections) and the CPU their backends used (read from /proc: the database must be on
 //       this machine, else -1). --explain-batch N runs the upsert of the N-th batch (from 1)
 //       as EXPLAIN (ANALYZE, BUFFERS, WAL) and prints the plan to stderr (it still executes).
+//       --layout hot first gives DST's partitions not yet past the hot indexes of
+//       postgis.defer_indexes instead of the closed ones (the new layout's COPY limit); the
+//       default, closed, loads into the schema as migrated (every index maintained).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -64,7 +69,7 @@ constexpr const char* kUpsert =
     "attributes = EXCLUDED.attributes, ingest_batch_id = EXCLUDED.ingest_batch_id, "
     "kafka_partition = EXCLUDED.kafka_partition, "
     "kafka_offset = EXCLUDED.kafka_offset "
-    "WHERE EXCLUDED.last_updated > s.last_updated";
+    "WHERE (EXCLUDED.last_updated, EXCLUDED.kafka_offset) > (s.last_updated, s.kafka_offset)";
 
 [[noreturn]] void die(const std::string& what) { throw std::runtime_error(what); }
 
@@ -184,7 +189,9 @@ std::string read_file(const fs::path& p) {
     return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-int run_export(const std::string& dsn, const fs::path& dir, bool by_vehicle) {
+enum class Order { time, vehicle, space };
+
+int run_export(const std::string& dsn, const fs::path& dir, Order row_order) {
     Db db(dsn);
     fs::create_directories(dir);
     // trackd's BRIN on ingest_batch_id does not help here: ranges written since the last VACUUM
@@ -205,10 +212,14 @@ int run_export(const std::string& dsn, const fs::path& dir, bool by_vehicle) {
         char name[48];
         std::snprintf(name, sizeof name, "%08lld-p%04d", std::atoll(id.c_str()),
                       std::atoi(line.c_str() + space + 1));
-        // (vehicle, time) order, as trackd sends them (server/sink/postgis/postgis_sink.cpp), or
-        // time order, as it did before.
-        const char* order = by_vehicle ? " ORDER BY vehicle_id, recorded_at, kafka_offset"
-                                       : " ORDER BY recorded_at, kafka_partition, kafka_offset";
+        // (vehicle, time) order, as trackd sends them (server/sink/postgis/postgis_sink.cpp);
+        // time order, as it did before; or with postgis.defer_indexes, Morton order of the
+        // position (ST_GeoHash interleaves the bits the same way, longitude first).
+        const char* order =
+            row_order == Order::vehicle ? " ORDER BY vehicle_id, recorded_at, kafka_offset"
+            : row_order == Order::space
+                ? " ORDER BY ST_GeoHash(geom, 12) COLLATE \"C\", vehicle_id, recorded_at"
+                : " ORDER BY recorded_at, kafka_partition, kafka_offset";
         bytes +=
             db.copy_out(std::string("COPY (SELECT ") + kColumns +
                             " FROM trackd.vehicle_telemetry_history WHERE ingest_batch_id = " + id +
@@ -317,8 +328,23 @@ void load_connection(const std::string& dsn, const std::vector<const LoadBatch*>
     }
 }
 
+// The layout of postgis.defer_indexes on a migrated database: every partition not yet past
+// gets the hot indexes instead of the closed ones (as create_history_partitions(..., p_hot)
+// makes them), so that the rows, all recent, land in hot partitions.
+constexpr const char* kHotLayout =
+    "DO $hot$ DECLARE r record; i record; BEGIN "
+    "FOR r IN SELECT partition_name FROM trackd.history_partitions() "
+    "WHERE NOT is_default AND range_to > now() LOOP "
+    "FOR i IN SELECT * FROM trackd.history_closed_indexes() LOOP "
+    "EXECUTE format('DROP INDEX IF EXISTS trackd.%I', r.partition_name || i.suffix); END LOOP; "
+    "FOR i IN SELECT * FROM trackd.history_hot_indexes() LOOP "
+    "EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON trackd.%I %s', "
+    "r.partition_name || i.suffix, r.partition_name, i.definition); END LOOP; "
+    "END LOOP; END $hot$";
+
 int run_load(const std::string& dsn, const fs::path& dir, bool upsert, std::size_t explain_batch,
-             int connections) {
+             int connections, bool hot) {
+    if (hot) Db(dsn).exec(kHotLayout);
     std::vector<fs::path> files;
     for (const auto& e : fs::directory_iterator(dir)) {
         const auto name = e.path().filename().string();
@@ -397,9 +423,9 @@ int run_load(const std::string& dsn, const fs::path& dir, bool upsert, std::size
 int usage() {
     std::fprintf(stderr,
                  "usage: trackd-bench-copy-limit export --dsn DSN --dir DIR [--order "
-                 "time|vehicle]\n"
+                 "time|vehicle|space]\n"
                  "       trackd-bench-copy-limit load --dsn DSN --dir DIR [--no-upsert] "
-                 "[--explain-batch N] [--connections N]\n");
+                 "[--explain-batch N] [--connections N] [--layout closed|hot]\n");
     return 2;
 }
 
@@ -413,7 +439,8 @@ int main(int argc, char** argv) {
     bool upsert = true;
     std::size_t explain_batch = 0;
     int connections = 1;
-    bool by_vehicle = true;
+    Order order = Order::vehicle;
+    bool hot = false;
     for (int i = 2; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--dsn" && i + 1 < argc) {
@@ -426,8 +453,12 @@ int main(int argc, char** argv) {
             connections = std::max(1, std::atoi(argv[++i]));
         } else if (a == "--order" && i + 1 < argc) {
             const std::string o = argv[++i];
-            if (o != "time" && o != "vehicle") return usage();
-            by_vehicle = o == "vehicle";
+            if (o != "time" && o != "vehicle" && o != "space") return usage();
+            order = o == "vehicle" ? Order::vehicle : o == "space" ? Order::space : Order::time;
+        } else if (a == "--layout" && i + 1 < argc) {
+            const std::string l = argv[++i];
+            if (l != "closed" && l != "hot") return usage();
+            hot = l == "hot";
         } else if (a == "--no-upsert") {
             upsert = false;
         } else {
@@ -436,8 +467,8 @@ int main(int argc, char** argv) {
     }
     if (dsn.empty() || dir.empty()) return usage();
     try {
-        if (cmd == "export") return run_export(dsn, dir, by_vehicle);
-        if (cmd == "load") return run_load(dsn, dir, upsert, explain_batch, connections);
+        if (cmd == "export") return run_export(dsn, dir, order);
+        if (cmd == "load") return run_load(dsn, dir, upsert, explain_batch, connections, hot);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "trackd-bench-copy-limit: %s\n", e.what());
         return 1;

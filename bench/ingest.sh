@@ -5,6 +5,7 @@
 #   bash bench/ingest.sh [--workload fleet|each-vehicle-once|moving] [--messages N] [--vehicles N] [--partitions N] [--bad-share F]
 #                        [--repeat R] [--python-seconds S] [--python-messages N] [--no-python]
 #                        [--profile [--variant-repeat 3] [--variant-connections 1]] [--no-record]
+#                        [--hot]
 #   ZONES=1000 bash bench/ingest.sh --messages 300000 --no-python   (or --zones N)
 #   bash bench/ingest.sh --format protobuf --messages 300000
 #
@@ -27,6 +28,11 @@
 # WAL) of the upsert, relation sizes, and the COPY limit again without the upsert and without
 # each index and with other schema choices, to attribute their cost (each variant
 # --variant-repeat times on --variant-connections connections; the lowest backend CPU counts).
+#
+# --hot adds the history index layout of postgis.defer_indexes to every repetition: trackd with
+# TRACKD_POSTGIS_DEFER_INDEXES=true (open partitions with BRINs only, rows in Morton order),
+# and its own COPY limit (the same rows exported in Morton order, loaded with --layout hot), beside
+# today's; the time-order limit is left out then (docs/benchmarks.md "History index layout").
 #
 # With ZONES=N (or --zones N) the run is a side-by-side of geofence event detection instead:
 # after producing, trackd runs alternately into a database without zones and one with N zones
@@ -63,6 +69,7 @@ variant_connections=1
 record=1
 zones="${ZONES:-0}"
 format=json
+hot=0
 while (($#)); do
   case "$1" in
     --workload) workload="$2"; shift 2 ;;
@@ -80,6 +87,7 @@ while (($#)); do
     --no-record) record=0; shift ;;
     --zones) zones="$2"; shift 2 ;;
     --format) format="$2"; shift 2 ;;
+    --hot) hot=1; shift ;;
     -h | --help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
@@ -218,7 +226,7 @@ say "produced $sent messages in ${produce_s}s ($accepted to be accepted)"
 # run_trackd I: one run from offset 0 (its own consumer group and database); key=value figures
 # in $work/trackd_I.kv. The database of run 1 is kept for the COPY limit's export.
 run_trackd() {
-  local i="$1" db="bench_trackd_${tag}_$1" group="bench-trackd-${tag}-$1" out="$work/trackd_$1.kv"
+  local i="$1" db="bench_trackd_${tag}_$1" group="bench-trackd-${tag}-$1" out="$work/${run_kind:-trackd}_$1.kv"
   local dsn pg0 pg1 k0 k1 m0 m1 t_launch perf_pids=() writer_pids="" pid main_tid
   new_db "$db"
   [[ "$i" == zones* ]] && define_zones "$db" "$zones"
@@ -231,7 +239,7 @@ run_trackd() {
   t_launch=$(date +%s.%N)
   TRACKD_PG_DSN="$dsn" TRACKD_KAFKA_BROKERS="$brokers" TRACKD_KAFKA_TOPIC="$run_topic" \
     TRACKD_KAFKA_FORMAT="$run_format" TRACKD_KAFKA_GROUP="$group" TRACKD_HTTP_ENABLED=false \
-    "$bench_bin/server/trackd" run >"$work/trackd_$i.log" 2>&1 &
+    TRACKD_POSTGIS_DEFER_INDEXES="${run_defer:-false}" "$bench_bin/server/trackd" run >"$work/trackd_$i.log" 2>&1 &
   trackd_pid=$!
   main_tid=$trackd_pid
   if ((profile)); then
@@ -346,6 +354,14 @@ run_limit() {
     shift
   fi
   new_db "$db"
+  # The GiST and btree are per-partition indexes (V0009): the variants drop them by suffix.
+  if (($#)); then psql_at "$db" -c "CREATE FUNCTION public.bench_drop_history_indexes(p_suffix text) RETURNS void
+    LANGUAGE plpgsql AS \$fn\$ DECLARE r record; BEGIN
+      FOR r IN SELECT c.relname FROM pg_class c JOIN pg_index x ON x.indexrelid = c.oid
+                WHERE c.relnamespace = 'trackd'::regnamespace AND c.relname LIKE 'vehicle_telemetry_history%'
+                  AND right(c.relname, length(p_suffix)) = p_suffix LOOP
+        EXECUTE format('DROP INDEX trackd.%I', r.relname);
+      END LOOP; END \$fn\$" >/dev/null; fi
   for sql in "$@"; do psql_at "$db" -c "$sql" >/dev/null; done
   if ((profile)) && [[ "$name" == all_1 ]]; then explain=(--explain-batch $(((batches + 1) / 2))); fi
   local p0 p1 j0 j1 c0 c1 out="$work/limit_$name.kv"
@@ -353,7 +369,7 @@ run_limit() {
   j0="$(machine_jiffies)"
   c0="$(cpu_of $$ children)"
   "$bench_bin/bench/trackd-bench-copy-limit" load --dsn "$(dsn_of "$db")" --dir "${limit_dir:-$work/copy}" \
-    --connections "$conns" $upsert_flag "${explain[@]}" >"$out" 2>"$work/limit_$name.err" &
+    --connections "$conns" --layout "${limit_layout:-closed}" $upsert_flag "${explain[@]}" >"$out" 2>"$work/limit_$name.err" &
   local loader=$!
   if ((profile)) && [[ "$name" == all_1 ]]; then
     local pids=""
@@ -497,12 +513,24 @@ for ((r = 1; r <= repeat; r++)); do
       --dir "$work/copy" >"$work/export.out"
     # The same rows in time order, as trackd sent them before it sorted by (vehicle, time):
     # the COPY limit the performance issue's figures were measured against.
-    "$bench_bin/bench/trackd-bench-copy-limit" export --dsn "$(dsn_of "bench_trackd_${tag}_1")" \
-      --dir "$work/copy-time" --order time >>"$work/export.out"
+    if ((hot)); then
+      # The same rows in Morton order, as trackd writes them with postgis.defer_indexes.
+      "$bench_bin/bench/trackd-bench-copy-limit" export --dsn "$(dsn_of "bench_trackd_${tag}_1")" \
+        --dir "$work/copy-space" --order space >>"$work/export.out"
+    else
+      "$bench_bin/bench/trackd-bench-copy-limit" export --dsn "$(dsn_of "bench_trackd_${tag}_1")" \
+        --dir "$work/copy-time" --order time >>"$work/export.out"
+    fi
     drop_db "bench_trackd_${tag}_1"
   fi
   run_limit "all_$r" "$writers"
-  limit_dir="$work/copy-time" run_limit "timeorder_$r" "$writers"
+  if ((hot)); then
+    run_kind=hottrackd run_defer=true run_trackd "h$r"
+    drop_db "bench_trackd_${tag}_h$r"
+    limit_dir="$work/copy-space" limit_layout=hot run_limit "hot_$r" "$writers"
+  else
+    limit_dir="$work/copy-time" run_limit "timeorder_$r" "$writers"
+  fi
 done
 if ((writers > 1)); then run_limit one_connection 1; fi
 
@@ -511,12 +539,12 @@ if ((profile)); then
   # Each variant --variant-repeat times (the machine is shared): the lowest backend CPU counts.
   declare -A variant_sql=(
     [copy_only]="--no-upsert"
-    [no_history_gist]="DROP INDEX trackd.vehicle_telemetry_history_geom_gist"
-    [no_history_btree]="DROP INDEX trackd.vehicle_telemetry_history_vehicle_time_idx"
+    [no_history_gist]="SELECT bench_drop_history_indexes('_geom_gist')"
+    [no_history_btree]="SELECT bench_drop_history_indexes('_vehicle_time_idx')"
     [no_history_brin]="DROP INDEX trackd.vehicle_telemetry_history_batch_brin"
-    [no_history_indexes]="DROP INDEX trackd.vehicle_telemetry_history_geom_gist;DROP INDEX trackd.vehicle_telemetry_history_vehicle_time_idx;DROP INDEX trackd.vehicle_telemetry_history_batch_brin"
+    [no_history_indexes]="SELECT bench_drop_history_indexes('_geom_gist');SELECT bench_drop_history_indexes('_vehicle_time_idx');DROP INDEX trackd.vehicle_telemetry_history_batch_brin"
     [no_current_indexes]="DROP INDEX trackd.vehicle_current_state_geom_gist;DROP INDEX trackd.vehicle_current_state_last_updated_idx"
-    [history_spgist]="DROP INDEX trackd.vehicle_telemetry_history_geom_gist;CREATE INDEX vehicle_telemetry_history_geom_spgist ON trackd.vehicle_telemetry_history USING spgist (geom)"
+    [history_spgist]="SELECT bench_drop_history_indexes('_geom_gist');CREATE INDEX vehicle_telemetry_history_geom_spgist ON trackd.vehicle_telemetry_history USING spgist (geom)"
     [vehicle_id_collate_c]="ALTER TABLE trackd.vehicle_telemetry_history ALTER COLUMN vehicle_id TYPE text COLLATE \"C\";ALTER TABLE trackd.vehicle_current_state ALTER COLUMN vehicle_id TYPE text COLLATE \"C\""
     [current_hot]="DROP INDEX trackd.vehicle_current_state_geom_gist;DROP INDEX trackd.vehicle_current_state_last_updated_idx;ALTER TABLE trackd.vehicle_current_state SET (fillfactor = 50)"
   )
@@ -569,6 +597,7 @@ fi
 best() {
   local f b="" v bv=-1
   for f in "$work"/"$1"_*.kv; do
+    [[ -e "$f" ]] || continue
     v=$(kv "$f" "$2")
     if awk -v a="$v" -v b="$bv" 'BEGIN { exit !(a > b) }'; then
       bv=$v
@@ -623,7 +652,12 @@ report="$work/report.md"
   for ((r = 1; r <= repeat; r++)); do
     row "trackd, run $r (start-up $(kv "$work/trackd_$r.kv" startup_s) s)" "$work/trackd_$r.kv" trackd
     row "COPY limit, run $r ($writers connection(s))" "$work/limit_all_$r.kv" limit
-    row "COPY limit in time order, run $r ($writers connection(s))" "$work/limit_timeorder_$r.kv" limit
+    if ((hot)); then
+      row "trackd with postgis.defer_indexes, run $r (start-up $(kv "$work/hottrackd_h$r.kv" startup_s) s)" "$work/hottrackd_h$r.kv" trackd
+      row "COPY limit of the hot layout, run $r ($writers connection(s))" "$work/limit_hot_$r.kv" limit
+    else
+      row "COPY limit in time order, run $r ($writers connection(s))" "$work/limit_timeorder_$r.kv" limit
+    fi
   done
   [[ -f "$work/limit_one_connection.kv" ]] && row "COPY limit on 1 connection" "$work/limit_one_connection.kv" limit
   if ((run_python)); then
@@ -644,8 +678,16 @@ report="$work/report.md"
     p_rate=$(kv "$work/python.kv" rows_per_s)
     echo "- **trackd/python = $(calc "$t_rate / $p_rate" %.1f)** end to end ($(calc "$t_steady / $(kv "$work/python.kv" steady_rows_per_s)" %.1f) after the first commit of each)"
   fi
+  if ((hot)); then
+    bht="$(best hottrackd steady_rows_per_s)"
+    blh="$(best limit_hot rows_per_s)"
+    echo "- **trackd with postgis.defer_indexes / today's COPY limit = $(calc "$(kv "$bht" rows_per_s) / $l_rate")** end to end, **$(calc "$(kv "$bht" steady_rows_per_s) / $l_rate")** after its first commit (best runs; the issue's target is 1.5)"
+    echo "- trackd with postgis.defer_indexes / the hot layout's own COPY limit = $(calc "$(kv "$bht" rows_per_s) / $(kv "$blh" rows_per_s)") end to end, $(calc "$(kv "$bht" steady_rows_per_s) / $(kv "$blh" rows_per_s)") after its first commit; hot-layout limit / today's limit = $(calc "$(kv "$blh" rows_per_s) / $l_rate") (rows/s), $(calc "$(kv "$blh" backend_cpu_s) / $(kv "$bl" backend_cpu_s)") (backend CPU); trackd with / without postgis.defer_indexes = $(calc "$(kv "$bht" rows_per_s) / $t_rate") end to end"
+    ht_cpu=$(calc "($(kv "$bht" cpu_s) + $(kv "$bht" writer_backend_cpu_s) + $(kv "$bht" control_backend_cpu_s)) / $(kv "$bht" rows) * 1000000" %.1f)
+    echo "- CPU per million rows, trackd with postgis.defer_indexes + its backends: $ht_cpu s (+ Kafka $(per_m "$(kv "$bht" kafka_cpu_s)" "$(kv "$bht" rows)") s): CPU-normalised against today's limit $(calc "$l_cpu / $ht_cpu")"
+  fi
   blt="$(best limit_timeorder rows_per_s)"
-  echo "- **trackd/limit in time order = $(calc "$t_rate / $(kv "$blt" rows_per_s)")** end to end, $(calc "$t_steady / $(kv "$blt" rows_per_s)") after trackd's first commit: the same rows in time order, as trackd wrote them before it sorted each batch by (vehicle, time) (the limit the performance issue measured); COPY limit in trackd's order / in time order = $(calc "$l_rate / $(kv "$blt" rows_per_s)"), its backends' CPU per row in trackd's order / in time order = $(calc "$(kv "$bl" backend_cpu_s) / $(kv "$blt" backend_cpu_s)") (best runs)"
+  [[ -n "$blt" ]] && echo "- **trackd/limit in time order = $(calc "$t_rate / $(kv "$blt" rows_per_s)")** end to end, $(calc "$t_steady / $(kv "$blt" rows_per_s)") after trackd's first commit: the same rows in time order, as trackd wrote them before it sorted each batch by (vehicle, time) (the limit the performance issue measured); COPY limit in trackd's order / in time order = $(calc "$l_rate / $(kv "$blt" rows_per_s)"), its backends' CPU per row in trackd's order / in time order = $(calc "$(kv "$bl" backend_cpu_s) / $(kv "$blt" backend_cpu_s)") (best runs)"
   if [[ -f "$work/limit_one_connection.kv" ]]; then
     echo "- trackd/limit on 1 connection = $(calc "$t_rate / $(kv "$work/limit_one_connection.kv" rows_per_s)") end to end"
   fi

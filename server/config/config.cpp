@@ -246,6 +246,10 @@ const std::vector<Field>& fields() {
         field("postgis", "retention", &Config::postgis, &PostgisConfig::retention),
         field("postgis", "ddl_lock_timeout_ms", &Config::postgis,
               &PostgisConfig::ddl_lock_timeout_ms),
+        field("postgis", "defer_indexes", &Config::postgis, &PostgisConfig::defer_indexes),
+        field("postgis", "index_grace_s", &Config::postgis, &PostgisConfig::index_grace_s),
+        field("postgis", "index_check_interval_s", &Config::postgis,
+              &PostgisConfig::index_check_interval_s),
         field("archive", "enabled", &Config::archive, &ArchiveConfig::enabled),
         field("archive", "warehouse", &Config::archive, &ArchiveConfig::warehouse),
         field("archive", "s3_endpoint", &Config::archive, &ArchiveConfig::s3_endpoint),
@@ -620,6 +624,9 @@ void validate(const Config& c) {
             "postgis.partition_interval", "'" + iv + "' is not one of hour, day, week, month");
     require(c.postgis.partitions_ahead >= 0 && c.postgis.partitions_ahead <= 1000,
             "postgis.partitions_ahead", "must be between 0 and 1000");
+    require(c.postgis.index_grace_s >= 0, "postgis.index_grace_s", "must not be negative");
+    require(c.postgis.index_check_interval_s >= 1, "postgis.index_check_interval_s",
+            "must be at least 1");
     require(c.postgis.retention.empty() || valid_interval(c.postgis.retention), "postgis.retention",
             "'" + c.postgis.retention +
                 "' is not '<N> hours', '<N> days', '<N> weeks' or '<N> months'");

@@ -13,6 +13,7 @@
 #include "trackd/db/migrations.hpp"
 #include "trackd/http/server.hpp"
 #include "trackd/pipeline/ingest.hpp"
+#include "trackd/sink/postgis/history_indexer.hpp"
 
 namespace trackd::pipeline {
 
@@ -53,6 +54,20 @@ void run(const config::Config& config, std::atomic<bool>& stop) {
             }
         });
     }
+    // Closed partitions get their GiST and btree built beside ingest, on their own connection
+    // (postgis.defer_indexes; without it, partitions left hot from when it was on); stopped
+    // with the archiver, after ingest. The empty open partitions made ahead get the hot
+    // indexes before ingest starts.
+    if (config.postgis.defer_indexes) {
+        try {
+            sink::postgis::HistoryIndexer(config).defer_open_partitions();
+        } catch (const db::DbError& e) {  // they close with the closed indexes: slower only
+            core::log::warn("open history partitions keep their closed indexes",
+                            {{"error", e.what()}});
+        }
+    }
+    std::thread indexer(
+        [&config, &stop_archive] { sink::postgis::HistoryIndexer(config).run(stop_archive); });
     std::exception_ptr failure;
     try {
         run_ingest(config, stop, production_seams(config));  // 1. ingest
@@ -62,6 +77,7 @@ void run(const config::Config& config, std::atomic<bool>& stop) {
     }
     stop_archive = true;  // 2. the archiver
     if (archive.joinable()) archive.join();
+    if (indexer.joinable()) indexer.join();
     http.reset();  // 3. the HTTP server
     if (failure) std::rethrow_exception(failure);
     core::log::info("trackd stopped");

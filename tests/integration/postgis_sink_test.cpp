@@ -5,6 +5,8 @@
 // every connection sets.
 #include "trackd/sink/postgis/postgis_sink.hpp"
 
+#include <tuple>
+
 #include <gtest/gtest.h>
 
 #include "trackd/db/connection.hpp"
@@ -170,6 +172,35 @@ TEST_F(PostgisSinkTest, HistoryRowsAreWrittenInVehicleThenTimeOrder) {
     EXPECT_EQ(value("SELECT string_agg(vehicle_id || ':' || kafka_offset, ',' ORDER BY tableoid, "
                     "ctid) FROM trackd.vehicle_telemetry_history"),
               "v1:3,v1:1,v10:4,v2:0,v2:2");
+}
+
+TEST_F(PostgisSinkTest, WithDeferredIndexesHistoryRowsAreWrittenInMortonOrder) {
+    config_.postgis.defer_indexes = true;
+    PostgisSink sink(config_, "trackd ingest test");
+    sink.claim({0});
+    const auto base = (now_us() / kHourUs - 1) * kHourUs + kHourUs / 2;
+    batch::Batch b;
+    // vehicle, longitude, latitude; ST_GeoHash orders them v2, v3, v4, v1.
+    const std::vector<std::tuple<std::string, double, double>> read = {
+        {"v1", 13.9, 52.9}, {"v2", 13.1, 52.1}, {"v3", 13.9, 52.1}, {"v4", 13.1, 52.9}};
+    for (std::size_t i = 0; i < read.size(); ++i) {
+        batch::Row r;
+        r.position.vehicle_id = std::get<0>(read[i]);
+        r.position.recorded_at_us = base + static_cast<std::int64_t>(i) * 1000000;
+        r.position.longitude = std::get<1>(read[i]);
+        r.position.latitude = std::get<2>(read[i]);
+        r.partition = 0;
+        r.offset = static_cast<std::int64_t>(i);
+        b.rows.push_back(r);
+    }
+    b.next_offsets[0] = static_cast<std::int64_t>(read.size());
+    sink.commit(b, {{0, Fence{1, -1}}});
+    EXPECT_EQ(value("SELECT string_agg(vehicle_id, ',' ORDER BY tableoid, ctid) FROM "
+                    "trackd.vehicle_telemetry_history"),
+              "v2,v3,v4,v1");
+    EXPECT_EQ(value("SELECT string_agg(vehicle_id, ',' ORDER BY ST_GeoHash(geom, 12) COLLATE "
+                    "\"C\") FROM trackd.vehicle_telemetry_history"),
+              "v2,v3,v4,v1");
 }
 
 TEST_F(PostgisSinkTest, ASecondGroupOnTheTopicIsRefusedByName) {

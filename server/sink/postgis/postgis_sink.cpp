@@ -13,6 +13,7 @@
 
 #include "copy_encoder.hpp"
 #include "geofence_events.hpp"
+#include "spatial_order.hpp"
 
 namespace trackd::sink::postgis {
 namespace {
@@ -312,8 +313,9 @@ void PostgisSink::ensure_partitions(const batch::Batch& b) {
             fmt::format("BEGIN; SET LOCAL lock_timeout = {}", config_.postgis.ddl_lock_timeout_ms));
         created = conn.query(
             "SELECT trackd.create_history_partitions(to_timestamp($1::float8 / 1e6), "
-            "to_timestamp($2::float8 / 1e6) + interval '1 microsecond', $3)",
-            {std::to_string(from), std::to_string(to), config_.postgis.partition_interval});
+            "to_timestamp($2::float8 / 1e6) + interval '1 microsecond', $3, $4::boolean)",
+            {std::to_string(from), std::to_string(to), config_.postgis.partition_interval,
+             config_.postgis.defer_indexes ? "true" : "false"});
         conn.exec_script("COMMIT");
     } catch (const db::DbError& e) {
         rollback_quietly(conn);
@@ -400,15 +402,32 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
             // the (vehicle_id, recorded_at) btree (the GiST gains little). It costs PostgreSQL
             // 12-26% less CPU per row than time order on the same rows (bench/RESULTS.md,
             // 2026-12-01). Byte order of the id: any fixed order gives the locality, whatever
-            // the column's collation.
+            // the column's collation. With postgis.defer_indexes an open partition has no
+            // btree or GiST, only BRINs: rows go in Morton order of their position instead, so
+            // that each small block range of a batch covers a small area (the geometry BRIN)
+            // and few vehicles (the bloom BRIN on vehicle_id).
             std::vector<std::size_t> order(b.rows.size());
             std::iota(order.begin(), order.end(), 0);
-            std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
-                const auto& px = b.rows[x].position;
-                const auto& py = b.rows[y].position;
-                if (const auto c = px.vehicle_id.compare(py.vehicle_id); c != 0) return c < 0;
-                return px.recorded_at_us < py.recorded_at_us;
-            });
+            if (config_.postgis.defer_indexes) {
+                std::vector<std::uint64_t> key(b.rows.size());
+                for (std::size_t i = 0; i < b.rows.size(); ++i) {
+                    key[i] = morton_key(b.rows[i].position.longitude, b.rows[i].position.latitude);
+                }
+                std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+                    if (key[x] != key[y]) return key[x] < key[y];
+                    const auto& px = b.rows[x].position;
+                    const auto& py = b.rows[y].position;
+                    if (const auto c = px.vehicle_id.compare(py.vehicle_id); c != 0) return c < 0;
+                    return px.recorded_at_us < py.recorded_at_us;
+                });
+            } else {
+                std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+                    const auto& px = b.rows[x].position;
+                    const auto& py = b.rows[y].position;
+                    if (const auto c = px.vehicle_id.compare(py.vehicle_id); c != 0) return c < 0;
+                    return px.recorded_at_us < py.recorded_at_us;
+                });
+            }
             enc.begin();
             for (const auto i : order) encode_row(enc, b.rows[i], result.ingest_batch_id);
             enc.end();

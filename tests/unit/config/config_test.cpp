@@ -94,6 +94,23 @@ TEST(Config, ErrorsNameTheKey) {
     EXPECT_NE(error_of("[kafka\n").find("test.toml:1:"), std::string::npos);
 }
 
+TEST(Config, DeferredHistoryIndexes) {
+    const auto d = trackd::config::load_from_string("", "test.toml", {});
+    EXPECT_FALSE(d.postgis.defer_indexes);
+    EXPECT_EQ(d.postgis.index_grace_s, 300);
+    EXPECT_EQ(d.postgis.index_check_interval_s, 30);
+    const auto c = trackd::config::load_from_string(
+        "[postgis]\ndefer_indexes = true\nindex_grace_s = 0\nindex_check_interval_s = 5\n",
+        "test.toml", {});
+    EXPECT_TRUE(c.postgis.defer_indexes);
+    EXPECT_EQ(c.postgis.index_grace_s, 0);
+    EXPECT_EQ(c.postgis.index_check_interval_s, 5);
+    EXPECT_EQ(error_of("[postgis]\nindex_grace_s = -1\n"),
+              "postgis.index_grace_s: must not be negative");
+    EXPECT_EQ(error_of("[postgis]\nindex_check_interval_s = 0\n"),
+              "postgis.index_check_interval_s: must be at least 1");
+}
+
 TEST(Config, SessionLimitsAndStaticMembership) {
     const auto c = trackd::config::load_from_string(
         "[kafka]\ninstance_id = \"host-a\"\n[pg]\nlock_timeout_ms = 2500\n"

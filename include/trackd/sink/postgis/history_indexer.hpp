@@ -1,0 +1,61 @@
+// Builds the closed indexes of history partitions whose time range has ended
+// (postgis.defer_indexes; docs/ingest.md, "History index layout").
+//
+// Contract: one pass (run_once) looks at every time partition whose upper bound is at least
+// postgis.index_grace_s in the past (with postgis.defer_indexes off: every partition); for each
+// that lacks a closed index (the GiST on geom, the (vehicle_id, recorded_at DESC) btree:
+// trackd.history_closed_indexes()) or has one left invalid by an interrupted build, it drops the
+// invalid ones, builds the missing ones with CREATE INDEX CONCURRENTLY (ingest keeps writing to the
+// partition, late rows included), and once both are valid drops the partition's hot BRINs. Every
+// step is idempotent, so a pass cut short anywhere (connection lost, backend terminated, trackd
+// killed) is finished by the next one. One instance at a time builds (a session advisory lock); the
+// others skip their pass. The connection's role must own the history table (as for
+// postgis.retention). Threading: one thread owns an instance; run() loops until `stop`.
+#pragma once
+
+#include <atomic>
+#include <memory>
+
+#include "trackd/config/config.hpp"
+
+namespace trackd::db {
+class Connection;
+}
+
+namespace trackd::sink::postgis {
+
+struct IndexPass {
+    int partitions = 0;       // partitions finished in this pass (closed indexes valid, no hot)
+    int indexes_built = 0;    // CREATE INDEX CONCURRENTLY that completed
+    int invalid_dropped = 0;  // invalid indexes (interrupted builds) dropped before rebuilding
+    int hot_dropped = 0;      // hot indexes dropped after the closed ones were valid
+    bool skipped = false;     // another instance holds the builder lock
+};
+
+class HistoryIndexer {
+  public:
+    explicit HistoryIndexer(const config::Config& config);
+    ~HistoryIndexer();
+    HistoryIndexer(const HistoryIndexer&) = delete;
+    HistoryIndexer& operator=(const HistoryIndexer&) = delete;
+
+    // With postgis.defer_indexes: gives the empty partitions not yet past the hot indexes
+    // instead of the closed ones (made ahead before the setting was on); called before ingest
+    // starts. Returns how many it changed; throws db::DbError.
+    int defer_open_partitions();
+    // One pass (see above); throws db::DbError. Without postgis.defer_indexes every partition
+    // that still has hot indexes is due at once, whatever its range (the setting was switched
+    // off): its rows get the closed indexes too.
+    IndexPass run_once();
+    // Passes every postgis.index_check_interval_s until `stop`; database errors are logged
+    // and the pass is tried again at the next interval, on a new connection.
+    void run(const std::atomic<bool>& stop);
+
+  private:
+    db::Connection& connection();
+
+    const config::Config& config_;
+    std::unique_ptr<db::Connection> conn_;
+};
+
+}  // namespace trackd::sink::postgis

@@ -1,0 +1,182 @@
+#include "trackd/sink/postgis/history_indexer.hpp"
+
+#include <chrono>
+#include <exception>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "trackd/core/log.hpp"
+#include "trackd/core/metrics.hpp"
+#include "trackd/db/connection.hpp"
+
+namespace trackd::sink::postgis {
+namespace {
+
+core::metrics::Counter& indexes_built() {
+    static auto& c = core::metrics::counter(
+        "trackd_history_indexes_built_total",
+        "Closed indexes (GiST, btree) built on history partitions whose range ended "
+        "(postgis.defer_indexes)");
+    return c;
+}
+
+core::metrics::Counter& invalid_dropped() {
+    static auto& c = core::metrics::counter(
+        "trackd_history_invalid_indexes_dropped_total",
+        "Invalid history partition indexes (an interrupted CREATE INDEX CONCURRENTLY) dropped "
+        "to be built again");
+    return c;
+}
+
+core::metrics::Counter& index_failures() {
+    static auto& c = core::metrics::counter(
+        "trackd_history_index_pass_failures_total",
+        "Index maintenance passes of the history cut short by a database error (tried again "
+        "at the next postgis.index_check_interval_s)");
+    return c;
+}
+
+std::vector<std::string> column(const db::Result& r) {
+    std::vector<std::string> out;
+    out.reserve(static_cast<std::size_t>(r.rows()));
+    for (int i = 0; i < r.rows(); ++i) out.push_back(r.at(i, 0));
+    return out;
+}
+
+}  // namespace
+
+HistoryIndexer::HistoryIndexer(const config::Config& config) : config_(config) {}
+HistoryIndexer::~HistoryIndexer() = default;
+
+db::Connection& HistoryIndexer::connection() {
+    if (!conn_ || !conn_->ok()) {
+        conn_ = std::make_unique<db::Connection>(config_.pg, "trackd history indexer");
+    }
+    return *conn_;
+}
+
+int HistoryIndexer::defer_open_partitions() {
+    const auto n =
+        std::stoi(connection()
+                      .query("SELECT trackd.defer_open_history_partition_indexes($1::int)",
+                             {std::to_string(config_.postgis.ddl_lock_timeout_ms)})
+                      .at(0, 0));
+    if (n > 0) {
+        core::log::info("open history partitions made ahead now have the hot indexes",
+                        {{"partitions", std::to_string(n)}});
+    }
+    return n;
+}
+
+IndexPass HistoryIndexer::run_once() {
+    IndexPass pass;
+    auto& conn = connection();
+    // Held by the session: released when the pass ends, or when the connection dies.
+    if (conn.query("SELECT pg_try_advisory_lock(hashtext('trackd.vehicle_telemetry_history "
+                   "indexes'))")
+            .at(0, 0) != "t") {
+        pass.skipped = true;
+        return pass;
+    }
+    struct Unlock {
+        db::Connection& c;
+        ~Unlock() {
+            try {
+                c.query(
+                    "SELECT pg_advisory_unlock(hashtext('trackd.vehicle_telemetry_history "
+                    "indexes'))");
+            } catch (const db::DbError&) {  // a lost session has released it already
+            }
+        }
+    } unlock{conn};
+
+    const auto due =
+        column(conn.query("SELECT partition_name FROM trackd.history_partition_indexes() "
+                          "WHERE (range_to <= now() - make_interval(secs => $1::int) OR NOT "
+                          "$2::boolean) "
+                          "AND cardinality(closed_missing) + cardinality(closed_invalid) + "
+                          "cardinality(hot_present) > 0 ORDER BY range_to",
+                          {std::to_string(config_.postgis.index_grace_s),
+                           config_.postgis.defer_indexes ? "true" : "false"}));
+    for (const auto& partition : due) {
+        // An index left by an interrupted CREATE INDEX CONCURRENTLY is invalid (the planner
+        // ignores it, writes still maintain it): drop it and build it again.
+        for (const auto& stmt :
+             column(conn.query("SELECT format('DROP INDEX CONCURRENTLY IF EXISTS trackd.%I', n) "
+                               "FROM trackd.history_partition_indexes(), unnest(closed_invalid) n "
+                               "WHERE partition_name = $1",
+                               {partition}))) {
+            conn.exec_script(stmt);
+            ++pass.invalid_dropped;
+            invalid_dropped().inc();
+            core::log::warn("dropped an invalid history index to build it again",
+                            {{"partition", partition}, {"statement", stmt}});
+        }
+        // CONCURRENTLY: a late row for this partition must never wait for the build.
+        for (const auto& stmt : column(conn.query(
+                 "SELECT format('CREATE INDEX CONCURRENTLY IF NOT EXISTS %I ON trackd.%I %s', "
+                 "$1 || c.suffix, $1, c.definition) FROM trackd.history_closed_indexes() c "
+                 "WHERE to_regclass(format('trackd.%I', $1 || c.suffix)) IS NULL",
+                 {partition}))) {
+            const auto t0 = std::chrono::steady_clock::now();
+            conn.exec_script(stmt);
+            ++pass.indexes_built;
+            indexes_built().inc();
+            core::log::info("built a history partition index",
+                            {{"partition", partition},
+                             {"statement", stmt},
+                             {"seconds", std::to_string(std::chrono::duration<double>(
+                                                            std::chrono::steady_clock::now() - t0)
+                                                            .count())}});
+        }
+        const auto left = conn.query(
+            "SELECT cardinality(closed_missing) + cardinality(closed_invalid) "
+            "FROM trackd.history_partition_indexes() WHERE partition_name = $1",
+            {partition});
+        if (left.rows() == 0) continue;      // dropped meanwhile (retention)
+        if (left.at(0, 0) != "0") continue;  // a concurrent DDL interfered: next pass
+        for (const auto& stmt :
+             column(conn.query("SELECT format('DROP INDEX CONCURRENTLY IF EXISTS trackd.%I', n) "
+                               "FROM trackd.history_partition_indexes(), unnest(hot_present) n "
+                               "WHERE partition_name = $1",
+                               {partition}))) {
+            conn.exec_script(stmt);
+            ++pass.hot_dropped;
+        }
+        ++pass.partitions;
+    }
+    if (pass.partitions > 0) {
+        core::log::info("history partitions closed",
+                        {{"partitions", std::to_string(pass.partitions)},
+                         {"indexes_built", std::to_string(pass.indexes_built)},
+                         {"invalid_dropped", std::to_string(pass.invalid_dropped)}});
+    }
+    return pass;
+}
+
+void HistoryIndexer::run(const std::atomic<bool>& stop) {
+    const auto interval = std::chrono::seconds(config_.postgis.index_check_interval_s);
+    auto next = std::chrono::steady_clock::now();
+    while (!stop.load()) {
+        if (std::chrono::steady_clock::now() >= next) {
+            try {
+                run_once();
+            } catch (const db::DbError& e) {
+                index_failures().inc();
+                conn_.reset();  // a fresh session next time (the advisory lock goes with it)
+                core::log::warn("history index maintenance cut short; tried again later",
+                                {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
+            } catch (const std::exception& e) {
+                index_failures().inc();
+                conn_.reset();
+                core::log::error("history index maintenance failed; tried again later",
+                                 {{"error", e.what()}});
+            }
+            next = std::chrono::steady_clock::now() + interval;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+}
+
+}  // namespace trackd::sink::postgis

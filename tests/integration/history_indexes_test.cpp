@@ -1,0 +1,308 @@
+// The history index layout of postgis.defer_indexes against the real PostgreSQL/PostGIS:
+// open partitions are created with the hot BRINs only, a partition whose range has ended gets
+// exactly the closed indexes (valid) and loses the hot ones, a build interrupted by a killed
+// backend (an invalid index left behind) is repaired, and the API answers the same from a
+// partition in either layout.
+#include <exception>
+#include <regex>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "trackd/db/connection.hpp"
+#include "trackd/db/migrations.hpp"
+#include "trackd/http/server.hpp"
+#include "trackd/sink/postgis/history_indexer.hpp"
+
+#include "support/http_client.hpp"
+#include "support/http_fixture.hpp"
+#include "support/test_database.hpp"
+
+namespace trackd::test {
+namespace {
+
+using sink::postgis::HistoryIndexer;
+
+constexpr const char* kPartition = "vehicle_telemetry_history_p2025060110";
+
+// The partition for 2025-06-01 10:00-11:00 UTC in the layout it has while open (the hot
+// BRINs instead of the closed indexes), as trackd creates the current hour's partition with
+// postgis.defer_indexes; its hour is long past, so the indexer finds it due.
+const char* kHotPastPartition = R"SQL(
+SELECT trackd.create_history_partitions('2025-06-01T10:00:00Z', '2025-06-01T11:00:00Z', 'hour');
+DO $hot$ DECLARE i record; BEGIN
+  FOR i IN SELECT * FROM trackd.history_closed_indexes() LOOP
+    EXECUTE format('DROP INDEX trackd.%I', 'vehicle_telemetry_history_p2025060110' || i.suffix);
+  END LOOP;
+  FOR i IN SELECT * FROM trackd.history_hot_indexes() LOOP
+    EXECUTE format('CREATE INDEX %I ON trackd.vehicle_telemetry_history_p2025060110 %s',
+                   'vehicle_telemetry_history_p2025060110' || i.suffix, i.definition);
+  END LOOP;
+END $hot$;
+)SQL";
+
+// 40 vehicles x 60 positions (one a minute) over 13.0..13.4 x 52.0..52.3, written in Morton
+// order per "batch" of 10 minutes, as the sink writes them with postgis.defer_indexes.
+const char* kRows = R"SQL(
+INSERT INTO trackd.vehicle_telemetry_history (vehicle_id, recorded_at, geom, speed_kmh,
+  ingest_batch_id, kafka_partition, kafka_offset)
+SELECT 'veh-' || lpad(v::text, 2, '0'), '2025-06-01T10:00:00Z'::timestamptz + m * interval '1 min',
+       ST_SetSRID(ST_MakePoint(13.0 + (v % 8) * 0.05 + m * 0.0004, 52.0 + (v / 8) * 0.06 + m * 0.0002, 0), 4326),
+       30 + v, m / 10 + 1, v % 4, v * 100 + m
+  FROM generate_series(0, 39) v, generate_series(0, 59) m
+ ORDER BY m / 10, ST_GeoHash(ST_SetSRID(ST_MakePoint(13.0 + (v % 8) * 0.05 + m * 0.0004,
+          52.0 + (v / 8) * 0.06 + m * 0.0002), 4326), 12) COLLATE "C";
+ANALYZE trackd.vehicle_telemetry_history;
+)SQL";
+
+class HistoryIndexesTest : public ::testing::Test {
+  protected:
+    HistoryIndexesTest() : db_("histidx") {
+        db::Connection conn(db_.dsn(), "test");
+        db::migrate(conn);
+        config_.pg.dsn = db_.dsn();
+        config_.pg.lock_timeout_ms = 60000;
+        config_.postgis.defer_indexes = true;
+        config_.postgis.index_grace_s = 0;
+    }
+
+    db::Result sql(const std::string& text, const db::Params& params = {}) {
+        db::Connection conn(db_.dsn(), "test");
+        return conn.query(text, params);
+    }
+    void script(const std::string& text) {
+        db::Connection conn(db_.dsn(), "test");
+        conn.exec_script(text);
+    }
+
+    // The partition's indexes, "name:valid" in name order.
+    std::string indexes_of(const std::string& partition) {
+        return sql("SELECT string_agg(c.relname || ':' || x.indisvalid, ',' ORDER BY c.relname) "
+                   "FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid "
+                   "WHERE x.indrelid = ('trackd.' || $1)::regclass",
+                   {partition})
+            .get(0, 0)
+            .value_or("");
+    }
+
+    TestDatabase db_;
+    config::Config config_;
+};
+
+const std::string kHot = std::string(kPartition) + "_geom_brin:true," + kPartition +
+                         "_ingest_batch_id_idx:true," + kPartition + "_time_brin:true," +
+                         kPartition + "_vehicle_bloom:true";
+const std::string kClosed = std::string(kPartition) + "_geom_gist:true," + kPartition +
+                            "_ingest_batch_id_idx:true," + kPartition + "_vehicle_time_idx:true";
+
+TEST_F(HistoryIndexesTest, OpenPartitionsAreHotAndAClosedOneGetsExactlyTodaysIndexes) {
+    // A partition trackd creates ahead with p_hot (past the migration's day partitions): the
+    // BRINs only.
+    sql("SELECT trackd.create_history_partitions('2099-01-01T00:00:00Z', "
+        "'2099-01-01T01:00:00Z', 'hour', true)");
+    const std::string open = "vehicle_telemetry_history_p2099010100";
+    EXPECT_EQ(indexes_of(open), open + "_geom_brin:true," + open + "_ingest_batch_id_idx:true," +
+                                    open + "_time_brin:true," + open + "_vehicle_bloom:true");
+    // One wholly past is closed from the start, even with p_hot.
+    sql("SELECT trackd.create_history_partitions('2025-06-01T12:00:00Z', "
+        "'2025-06-01T13:00:00Z', 'hour', true)");
+    const std::string past = "vehicle_telemetry_history_p2025060112";
+    EXPECT_EQ(indexes_of(past), past + "_geom_gist:true," + past + "_ingest_batch_id_idx:true," +
+                                    past + "_vehicle_time_idx:true");
+
+    script(kHotPastPartition);
+    script(kRows);
+    ASSERT_EQ(indexes_of(kPartition), kHot);
+
+    HistoryIndexer indexer(config_);
+    const auto pass = indexer.run_once();
+    EXPECT_FALSE(pass.skipped);
+    EXPECT_EQ(pass.partitions, 1);
+    EXPECT_EQ(pass.indexes_built, 2);
+    EXPECT_EQ(pass.invalid_dropped, 0);
+    EXPECT_EQ(pass.hot_dropped, 3);
+    EXPECT_EQ(indexes_of(kPartition), kClosed);
+    // Definitions as the parent's were before V0009.
+    EXPECT_EQ(sql("SELECT pg_get_indexdef(($1 || '_vehicle_time_idx')::regclass)",
+                  {std::string("trackd.") + kPartition})
+                  .at(0, 0),
+              std::string("CREATE INDEX ") + kPartition + "_vehicle_time_idx ON trackd." +
+                  kPartition + " USING btree (vehicle_id, recorded_at DESC)");
+    EXPECT_EQ(sql("SELECT count(*) FROM trackd.vehicle_telemetry_history").at(0, 0), "2400");
+    // The open partition is left as it is; a second pass has nothing to do.
+    EXPECT_EQ(indexes_of(open), open + "_geom_brin:true," + open + "_ingest_batch_id_idx:true," +
+                                    open + "_time_brin:true," + open + "_vehicle_bloom:true");
+    const auto again = indexer.run_once();
+    EXPECT_EQ(again.partitions, 0);
+    EXPECT_EQ(again.indexes_built, 0);
+}
+
+TEST_F(HistoryIndexesTest, ABuildWhoseBackendIsKilledLeavesAnInvalidIndexThatIsRebuilt) {
+    script(kHotPastPartition);
+    script(kRows);
+    // An older snapshot that CREATE INDEX CONCURRENTLY must wait for before it can mark the
+    // index valid: the build is caught there, with its index made but not yet valid.
+    db::Connection holder(db_.dsn(), "test snapshot holder");
+    holder.exec_script("BEGIN ISOLATION LEVEL REPEATABLE READ");
+    holder.query("SELECT count(*) FROM trackd.vehicle_current_state");
+
+    std::exception_ptr failure;
+    std::thread build([&] {
+        try {
+            HistoryIndexer(config_).run_once();
+        } catch (...) {
+            failure = std::current_exception();
+        }
+    });
+    std::string pid;
+    for (int i = 0; i < 3000 && pid.empty(); ++i) {  // up to a minute
+        pid = sql("SELECT pid::text FROM pg_stat_activity WHERE application_name = "
+                  "'trackd history indexer' AND wait_event = 'virtualxid'")
+                  .get(0, 0)
+                  .value_or("");
+        if (pid.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ASSERT_FALSE(pid.empty()) << "the build never waited for the old snapshot";
+    // Ingest goes on meanwhile: a late row for the partition being built is written at once
+    // (a plain CREATE INDEX would hold it until the build ends; the guard turns that into an
+    // error instead of a hang).
+    {
+        db::Connection late(db_.dsn(), "test late row");
+        late.exec_script("SET statement_timeout = '30s'");
+        late.exec_script(
+            "INSERT INTO trackd.vehicle_telemetry_history (vehicle_id, recorded_at, geom, "
+            "ingest_batch_id, kafka_partition, kafka_offset) VALUES ('late', "
+            "'2025-06-01T10:30:00Z', ST_SetSRID(ST_MakePoint(13.1, 52.1, 0), 4326), 99, 0, 9)");
+    }
+    EXPECT_EQ(sql("SELECT pg_terminate_backend($1::int)", {pid}).at(0, 0), "t");
+    build.join();
+    ASSERT_TRUE(failure) << "the build was not interrupted";
+    holder.exec_script("ROLLBACK");
+
+    // The first closed index is there but invalid; the hot BRINs are all still there.
+    EXPECT_EQ(indexes_of(kPartition), std::string(kPartition) + "_geom_brin:true," + kPartition +
+                                          "_geom_gist:false," + kPartition +
+                                          "_ingest_batch_id_idx:true," + kPartition +
+                                          "_time_brin:true," + kPartition + "_vehicle_bloom:true");
+    EXPECT_EQ(sql("SELECT closed_invalid::text FROM trackd.history_partition_indexes() "
+                  "WHERE partition_name = $1",
+                  {kPartition})
+                  .at(0, 0),
+              std::string("{") + kPartition + "_geom_gist}");
+
+    const auto pass = HistoryIndexer(config_).run_once();
+    EXPECT_EQ(pass.invalid_dropped, 1);
+    EXPECT_EQ(pass.indexes_built, 2);
+    EXPECT_EQ(pass.partitions, 1);
+    EXPECT_EQ(indexes_of(kPartition), kClosed);
+    // The late row is in the partition and found through the rebuilt btree.
+    EXPECT_EQ(sql("SELECT count(*) FROM trackd.vehicle_telemetry_history_p2025060110 "
+                  "WHERE vehicle_id = 'late'")
+                  .at(0, 0),
+              "1");
+}
+
+TEST_F(HistoryIndexesTest, SwitchingOnMakesEmptyOpenPartitionsHotAndSwitchingOffClosesThem) {
+    // The migration made today's and the next days' partitions with the closed indexes; one
+    // of them gets a row first.
+    const auto today =
+        "vehicle_telemetry_history_p" + sql("SELECT to_char(now() AT TIME ZONE 'UTC', "
+                                            "'YYYYMMDD')")
+                                            .at(0, 0);
+    const auto later =
+        "vehicle_telemetry_history_p" + sql("SELECT to_char((now() + interval '3 days') AT "
+                                            "TIME ZONE 'UTC', 'YYYYMMDD')")
+                                            .at(0, 0);
+    sql("INSERT INTO trackd.vehicle_telemetry_history (vehicle_id, recorded_at, geom, "
+        "ingest_batch_id, kafka_partition, kafka_offset) VALUES ('v', now() + interval '3 days', "
+        "ST_SetSRID(ST_MakePoint(13.1, 52.1, 0), 4326), 1, 0, 0)");
+    const auto open_partitions =
+        sql("SELECT count(*) FROM trackd.history_partitions() WHERE NOT is_default AND "
+            "range_to > now()")
+            .at(0, 0);
+    HistoryIndexer indexer(config_);
+    EXPECT_EQ(std::to_string(indexer.defer_open_partitions()),
+              std::to_string(std::stoi(open_partitions) - 1));
+    EXPECT_EQ(indexes_of(today), today + "_geom_brin:true," + today + "_ingest_batch_id_idx:true," +
+                                     today + "_time_brin:true," + today + "_vehicle_bloom:true");
+    EXPECT_EQ(indexes_of(later), later + "_geom_gist:true," + later + "_ingest_batch_id_idx:true," +
+                                     later + "_vehicle_time_idx:true");
+    // Open partitions are not due while the setting is on...
+    EXPECT_EQ(indexer.run_once().partitions, 0);
+    // ...and all are once it is off: their rows get the closed indexes whatever their range.
+    config_.postgis.defer_indexes = false;
+    const auto pass = HistoryIndexer(config_).run_once();
+    EXPECT_EQ(std::to_string(pass.partitions), std::to_string(std::stoi(open_partitions) - 1));
+    EXPECT_EQ(indexes_of(today), today + "_geom_gist:true," + today + "_ingest_batch_id_idx:true," +
+                                     today + "_vehicle_time_idx:true");
+    EXPECT_EQ(sql("SELECT count(*) FROM trackd.history_partition_indexes() WHERE "
+                  "cardinality(hot_present) > 0 OR cardinality(closed_missing) > 0")
+                  .at(0, 0),
+              "0");
+}
+
+// Each answer with its "timeStamp" (the time of the response) taken out.
+std::string without_time_stamp(const std::string& body) {
+    static const std::regex stamp(R"re("timeStamp":"[^"]*",?)re");
+    return std::regex_replace(body, stamp, "");
+}
+
+TEST_F(HistoryIndexesTest, TheApiAnswersTheSameFromAHotPartitionAsFromAClosedOne) {
+    script(kHotPastPartition);
+    script(kRows);
+    auto http_config = http_test_config(db_.dsn());
+    http::Server server(http_config);
+    server.start();
+    HttpClient client(server.port(), kReadToken);
+    const std::vector<std::string> targets = {
+        // a vehicle's track over the hour, both formats
+        "/v1/vehicles/veh-13/track?from=2025-06-01T10:00:00Z&to=2025-06-01T11:00:00Z",
+        "/v1/vehicles/veh-13/track?from=2025-06-01T10:00:00Z&to=2025-06-01T11:00:00Z"
+        "&format=points&limit=1000",
+        // positions in a bbox over the last 10 minutes of the hour
+        "/collections/positions/items?bbox=13.1,52.05,13.2,52.15"
+        "&datetime=2025-06-01T10:50:00Z/2025-06-01T11:00:00Z&limit=1000",
+        // positions by time window, paged
+        "/collections/positions/items?datetime=2025-06-01T10:20:00Z/2025-06-01T10:24:59Z"
+        "&limit=50",
+        "/collections/positions/items?datetime=2025-06-01T10:20:00Z/2025-06-01T10:24:59Z"
+        "&limit=50&after=1748773380000000_3_1_1023",
+        // full extent
+        "/collections/positions/items?bbox=-180,-90,180,90&limit=1000",
+        "/collections/positions/items?limit=1000&after=1748772000000000_1_0_0",
+    };
+    std::vector<std::string> hot;
+    for (const auto& t : targets) {
+        const auto r = client.get(t);
+        ASSERT_EQ(r.status, 200) << t << ": " << r.body;
+        hot.push_back(without_time_stamp(r.body));
+    }
+    // The answers are what the rows are: veh-13 reported 60 times; the bbox and window hold
+    // the rows counted from the table without any index.
+    EXPECT_NE(hot[0].find("\"points\":60"), std::string::npos) << hot[0];
+    db::Connection scan(db_.dsn(), "test");
+    scan.exec_script("SET enable_indexscan = off; SET enable_bitmapscan = off");
+    const auto in_bbox =
+        scan.query(
+                "SELECT count(*) FROM trackd.vehicle_telemetry_history WHERE geom && "
+                "ST_MakeEnvelope(13.1, 52.05, 13.2, 52.15, 4326) AND recorded_at >= "
+                "'2025-06-01T10:50:00Z' AND recorded_at <= '2025-06-01T11:00:00Z'")
+            .at(0, 0);
+    EXPECT_NE(in_bbox, "0");
+    EXPECT_NE(hot[2].find("\"numberMatched\":" + in_bbox), std::string::npos) << hot[2];
+    EXPECT_NE(hot[3].find("\"numberMatched\":200"), std::string::npos) << hot[3];
+    EXPECT_NE(hot[5].find("\"numberMatched\":2400"), std::string::npos) << hot[5];
+
+    const auto pass = HistoryIndexer(config_).run_once();
+    ASSERT_EQ(pass.partitions, 1);
+    ASSERT_EQ(indexes_of(kPartition), kClosed);
+    sql("ANALYZE trackd.vehicle_telemetry_history");
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+        const auto r = client.get(targets[i]);
+        ASSERT_EQ(r.status, 200) << targets[i] << ": " << r.body;
+        EXPECT_EQ(without_time_stamp(r.body), hot[i]) << targets[i];
+    }
+}
+
+}  // namespace
+}  // namespace trackd::test
