@@ -146,9 +146,10 @@ MigrateReport migrate(Connection& conn) {
                     // The connection is broken; the transaction is gone with it.
                 }
                 // The advisory lock is per database, the roles are the cluster's. When another
-                // database on the same cluster creates a role at the same moment, this file can
-                // see the role both as existing (its CREATE ROLE fails as a duplicate) and, in a
-                // later statement, as missing (42704). In a new transaction it is there.
+                // database on the same cluster creates the same role at the same moment, a
+                // later statement of this file can fail with 42704 (role does not exist; seen
+                // with V0006, Migrations.SideBySideOnAFreshClusterAllSucceed). In a new
+                // transaction the role is there.
                 if (e.sqlstate() == kUndefinedObject && attempt < kAttempts) {
                     core::log::warn(
                         "migration retried: an object it needs was being created "
