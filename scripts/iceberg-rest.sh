@@ -84,6 +84,8 @@ running_pid() {
 }
 
 answers() { curl -fsS -m 2 "http://127.0.0.1:$port/v1/config" >/dev/null 2>&1; }
+# shellcheck source=scripts/service-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/service-lib.sh"
 
 start() {
   resolve
@@ -115,34 +117,7 @@ start() {
       "$main_class" </dev/null >>"$log_file" 2>&1 9>&- 8>&-
   ) &
   echo $! >"$pid_file"
-  local deadline=$((SECONDS + 60))
-  while ((SECONDS < deadline)); do
-    if answers; then
-      say "ready on 127.0.0.1:$port (pid $(cat "$pid_file"))"
-      return 0
-    fi
-    running_pid >/dev/null || { tail -n 30 "$log_file" >&2; die "the server exited during start-up"; }
-    sleep 0.3
-  done
-  tail -n 30 "$log_file" >&2
-  die "no answer on 127.0.0.1:$port within 60 s"
-}
-
-stop() {
-  local pid i
-  if ! pid="$(running_pid)"; then
-    say "not running"
-    rm -f "$pid_file"
-    return 0
-  fi
-  kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < 40; i++)); do
-    [[ -r "/proc/$pid/cmdline" ]] || break
-    sleep 0.25
-  done
-  [[ -r "/proc/$pid/cmdline" ]] && kill -KILL "$pid" 2>/dev/null || true
-  rm -f "$pid_file"
-  say "stopped"
+  wait_ready 60 0.3
 }
 
 case "${1:-}" in
