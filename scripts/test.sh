@@ -82,14 +82,14 @@ done
 step "clang-tidy"
 bash "$here/tidy.sh" build/release
 
-# libFuzzer targets (tests/fuzz/, clang-14): every committed input once, then each target 30 s
+# libFuzzer targets (tests/fuzz/, clang-14): every committed input once, then each target 20 s
 # from its corpus (five targets, two at a time); any crash, leak or sanitizer report fails
 # (docs/reliability.md).
 step "fuzz"
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -j "$jobs"
 ctest --preset fuzz
-bash "$here/fuzz.sh" "${TRACKD_FUZZ_SECONDS:-30}"
+bash "$here/fuzz.sh" "${TRACKD_FUZZ_SECONDS:-20}"
 
 step "start local services"
 bash "$here/services.sh" start
