@@ -37,6 +37,10 @@ bool BatchBuilder::should_flush(Clock::time_point now) const {
            now - first_added_ >= limits_.max_age;
 }
 
+bool BatchBuilder::may_flush_early(Clock::time_point now) const {
+    return !batch_.empty() && now - first_added_ >= std::min(limits_.min_age, limits_.max_age);
+}
+
 Batch BatchBuilder::take() {
     Batch out = std::move(batch_);
     batch_ = Batch{};

@@ -228,6 +228,7 @@ const std::vector<Field>& fields() {
         field("batch", "max_rows", &Config::batch, &BatchConfig::max_rows),
         field("batch", "max_bytes", &Config::batch, &BatchConfig::max_bytes),
         field("batch", "max_ms", &Config::batch, &BatchConfig::max_ms),
+        field("batch", "min_ms", &Config::batch, &BatchConfig::min_ms),
         field("batch", "inflight_bytes", &Config::batch, &BatchConfig::inflight_bytes),
         field("batch", "writers", &Config::batch, &BatchConfig::writers),
         field("validate", "max_future_skew_s", &Config::validate,
@@ -607,6 +608,8 @@ void validate(const Config& c) {
     require(c.batch.max_bytes >= 1024, "batch.max_bytes", "must be at least 1024");
     require(c.batch.max_ms >= 1 && c.batch.max_ms <= 600000, "batch.max_ms",
             "must be between 1 and 600000");
+    require(c.batch.min_ms >= 0 && c.batch.min_ms <= 600000, "batch.min_ms",
+            "must be between 0 and 600000 (above batch.max_ms it acts as batch.max_ms)");
     require(c.batch.writers >= 1 && c.batch.writers <= 16, "batch.writers",
             "must be between 1 and 16");
     require(c.batch.inflight_bytes >= c.batch.max_bytes, "batch.inflight_bytes",

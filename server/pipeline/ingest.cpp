@@ -138,7 +138,8 @@ class Ingest final : public source::PartitionOwner {
           control_(connect_with_retry("trackd ingest control")) {
         const batch::Limits limits{static_cast<std::size_t>(config.batch.max_rows),
                                    static_cast<std::size_t>(config.batch.max_bytes),
-                                   std::chrono::milliseconds(config.batch.max_ms)};
+                                   std::chrono::milliseconds(config.batch.max_ms),
+                                   std::chrono::milliseconds(config.batch.min_ms)};
         for (int i = 0; i < config.batch.writers; ++i) shards_.emplace_back(limits);
     }
 
@@ -183,7 +184,11 @@ class Ingest final : public source::PartitionOwner {
                 if (registry_) release_held(now, wall_clock_us(now));
                 if (m) handle(*m, now, wall_clock_us(now));
                 for (std::size_t i = 0; i < shards_.size(); ++i) {
-                    if (shards_[i].builder.should_flush(now)) enqueue(i, shards_[i].builder.take());
+                    auto& builder = shards_[i].builder;
+                    if (builder.should_flush(now) ||
+                        (builder.may_flush_early(now) && writer_idle(i))) {
+                        enqueue(i, builder.take());
+                    }
                 }
                 if (now - last_stats >= std::chrono::seconds(10)) {
                     log_stats();
@@ -477,6 +482,12 @@ class Ingest final : public source::PartitionOwner {
             shards_[shard].queue.push_back(std::move(pending));
         }
         cv_.notify_all();
+    }
+
+    // Nothing queued or at COMMIT on the shard's writer (batch.min_ms).
+    [[nodiscard]] bool writer_idle(std::size_t shard) {
+        const std::lock_guard lock(mutex_);
+        return shards_[shard].queue.empty() && !shards_[shard].committing;
     }
 
     // Under mutex_.

@@ -149,8 +149,9 @@ TEST(Delivery, EqualTimestampsGiveTheSameTablesAtBatchSizes1And20000) {
             conn.exec_script(zone);
         }
         produce(r.h->topic(), msgs);
-        auto trackd = r.h->start_trackd(
-            {{"TRACKD_BATCH_MAX_ROWS", sizes[i]}, {"TRACKD_BATCH_MAX_MS", "2000"}});
+        auto trackd = r.h->start_trackd({{"TRACKD_BATCH_MAX_ROWS", sizes[i]},
+                                         {"TRACKD_BATCH_MAX_MS", "2000"},
+                                         {"TRACKD_BATCH_MIN_MS", "2000"}});
         ASSERT_TRUE(
             r.h->wait_drained(static_cast<std::int64_t>(msgs.size()), std::chrono::seconds(180)))
             << IngestHarness::read_file(r.h->log_path());

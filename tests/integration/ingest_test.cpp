@@ -102,8 +102,9 @@ TEST(Ingest, OneBatchWithOneVehicleOutOfOrder) {
     rd_kafka_topic_destroy(topic);
     rd_kafka_destroy(producer);
 
-    // A large time bound keeps all five in one batch.
-    auto trackd = h.start_trackd({{"TRACKD_BATCH_MAX_MS", "2000"}});
+    // Large time bounds keep all five in one batch.
+    auto trackd =
+        h.start_trackd({{"TRACKD_BATCH_MAX_MS", "2000"}, {"TRACKD_BATCH_MIN_MS", "2000"}});
     ASSERT_TRUE(h.wait_drained(5, std::chrono::seconds(60)))
         << IngestHarness::read_file(h.log_path());
     trackd->kill(SIGTERM);

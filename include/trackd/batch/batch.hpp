@@ -49,6 +49,9 @@ struct Limits {
     std::size_t max_rows = 20000;
     std::size_t max_bytes = 16U << 20U;
     std::chrono::milliseconds max_age{500};
+    // A batch whose writer is idle commits once its oldest message is this old (capped at
+    // max_age): at a live rate rows wait for the database, not for the clock.
+    std::chrono::milliseconds min_age{50};
 };
 
 class BatchBuilder {
@@ -62,6 +65,9 @@ class BatchBuilder {
 
     // True when the batch reached max_rows or max_bytes, or holds anything older than max_age.
     [[nodiscard]] bool should_flush(Clock::time_point now) const;
+    // True when the batch holds anything at least min_age old: it commits now if its writer
+    // is idle (the caller knows).
+    [[nodiscard]] bool may_flush_early(Clock::time_point now) const;
     [[nodiscard]] const Batch& current() const { return batch_; }
     Batch take();
     void drop_partition(std::int32_t partition) { batch_.drop_partition(partition); }

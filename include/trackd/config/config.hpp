@@ -91,6 +91,7 @@ struct BatchConfig {
     int max_rows = 20000;
     std::int64_t max_bytes = 16LL << 20;
     int max_ms = 500;
+    int min_ms = 50;
     // Upper bound on bytes read from Kafka but not yet committed; partitions pause above it.
     std::int64_t inflight_bytes = 256LL << 20;
     // Writer connections committing in parallel; partition p goes to writer p % writers.

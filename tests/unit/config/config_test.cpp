@@ -29,6 +29,7 @@ TEST(Config, DefaultsAreValid) {
     const auto c = load_from_string("", "test.toml", {});
     EXPECT_EQ(c.kafka.topic, "vehicle-positions");
     EXPECT_EQ(c.batch.max_rows, 20000);
+    EXPECT_EQ(c.batch.min_ms, 50);
     EXPECT_EQ(c.postgis.partition_interval, "day");
 }
 
@@ -84,6 +85,9 @@ TEST(Config, ErrorsNameTheKey) {
     EXPECT_NE(error_of("[kafkaa]\n").find("kafkaa: unknown section"), std::string::npos);
     EXPECT_EQ(error_of("[batch]\nmax_rows = \"many\"\n"), "batch.max_rows: expected an integer");
     EXPECT_EQ(error_of("[batch]\nmax_rows = 0\n"), "batch.max_rows: must be at least 1");
+    EXPECT_EQ(error_of("[batch]\nmin_ms = -1\n"),
+              "batch.min_ms: must be between 0 and 600000 (above batch.max_ms it acts as "
+              "batch.max_ms)");
     EXPECT_NE(error_of("[postgis]\npartition_interval = \"fortnight\"\n")
                   .find("postgis.partition_interval: 'fortnight' is not one of"),
               std::string::npos);

@@ -202,6 +202,7 @@ TEST(IngestPipeline, ARevokeAbandonsTheQueuedBatchesOfThePartition) {
 TEST(IngestPipeline, ABatchFlushesWhenItsOldestRowReachesMaxMsOnTheClock) {
     auto config = small_batches(1000);
     config.batch.max_ms = 500;
+    config.batch.min_ms = 500;  // the age rule alone
     Pipeline p(config);
     p.start();
     p.source().assign({0});
@@ -216,6 +217,72 @@ TEST(IngestPipeline, ABatchFlushesWhenItsOldestRowReachesMaxMsOnTheClock) {
     ASSERT_TRUE(eventually([&] { return p.db().commits() == 1; }));
     EXPECT_EQ(p.db().next_offset(0), 3);
     ASSERT_TRUE(p.stop());
+}
+
+TEST(IngestPipeline, AnIdleWritersBatchCommitsAtMinMs) {
+    auto config = small_batches(1000);
+    config.batch.max_ms = 500;
+    config.batch.min_ms = 50;
+    Pipeline p(config);
+    p.start();
+    p.source().assign({0});
+    for (int i = 0; i < 3; ++i) p.source().add(0, position("veh-idle", i));
+    ASSERT_TRUE(eventually([&] { return p.source().delivered() == 3; }));
+    p.clock().advance(49ms);
+    std::this_thread::sleep_for(100ms);
+    EXPECT_EQ(p.db().commits(), 0) << "younger than batch.min_ms";
+    p.clock().advance(1ms);
+    ASSERT_TRUE(eventually([&] { return p.db().commits() == 1; }));
+    EXPECT_EQ(p.db().next_offset(0), 3);
+    ASSERT_TRUE(p.stop());
+}
+
+// While a writer commits, its next batch grows past batch.min_ms (what arrives meanwhile
+// goes into one batch) and is handed over when the writer is free, or at batch.max_ms.
+TEST(IngestPipeline, ABusyWritersBatchGrowsUntilTheWriterIsFreeOrMaxMs) {
+    auto config = small_batches(1000);
+    config.batch.max_ms = 500;
+    config.batch.min_ms = 50;
+    Pipeline p(config);
+    p.db().hold(true);
+    p.start();
+    p.source().assign({0});
+    int sent = 0;
+    auto send3 = [&](const char* vehicle) {
+        for (int i = 0; i < 3; ++i) p.source().add(0, position(vehicle, sent + i));
+        sent += 3;
+        ASSERT_TRUE(eventually([&] { return p.source().delivered() == std::size_t(sent); }));
+    };
+    send3("veh-a");
+    p.clock().advance(50ms);
+    ASSERT_TRUE(eventually([&] { return p.db().waiting() == 1; }));  // A at COMMIT
+    send3("veh-b");
+    p.clock().advance(100ms);
+    send3("veh-c");
+    p.clock().advance(100ms);  // B is 200 ms old: past min_ms, but its writer is busy
+    std::this_thread::sleep_for(100ms);
+    p.db().hold(false);
+    ASSERT_TRUE(eventually([&] { return p.db().next_offset(0) == 9; }));
+    std::this_thread::sleep_for(100ms);
+    EXPECT_EQ(p.db().commits(), 2) << "B and C commit as one batch after A";
+
+    p.db().hold(true);
+    send3("veh-d");
+    p.clock().advance(50ms);
+    ASSERT_TRUE(eventually([&] { return p.db().waiting() == 1; }));  // D at COMMIT
+    send3("veh-e");
+    p.clock().advance(500ms);  // E reaches max_ms: queued behind D although the writer is busy
+    std::this_thread::sleep_for(100ms);
+    send3("veh-f");
+    p.clock().advance(50ms);
+    std::this_thread::sleep_for(100ms);
+    p.db().hold(false);
+    ASSERT_TRUE(eventually([&] { return p.db().next_offset(0) == 18; }));
+    std::this_thread::sleep_for(100ms);
+    EXPECT_EQ(p.db().commits(), 5) << "D, E and F each a batch";
+    EXPECT_TRUE(p.stored_once(0, 18));
+    ASSERT_TRUE(p.stop());
+    EXPECT_EQ(p.error(), "");
 }
 
 TEST(IngestPipeline, ShutdownCommitsWhatWasReadWhenTheDatabaseLetsIt) {
