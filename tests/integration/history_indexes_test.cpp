@@ -1,5 +1,5 @@
 // The history index layout of postgis.defer_indexes against the real PostgreSQL/PostGIS:
-// open partitions are created with the hot BRINs only, a partition whose range has ended gets
+// open partitions are created with the hot indexes only, a partition whose range has ended gets
 // exactly the closed indexes (valid) and loses the hot ones, a build interrupted by a killed
 // backend (an invalid index left behind) is repaired, and the API answers the same from a
 // partition in either layout.
@@ -26,7 +26,7 @@ using sink::postgis::HistoryIndexer;
 constexpr const char* kPartition = "vehicle_telemetry_history_p2025060110";
 
 // The partition for 2025-06-01 10:00-11:00 UTC in the layout it has while open (the hot
-// BRINs instead of the closed indexes), as trackd creates the current hour's partition with
+// indexes instead of the closed ones), as trackd creates the current hour's partition with
 // postgis.defer_indexes; its hour is long past, so the indexer finds it due.
 const char* kHotPastPartition = R"SQL(
 SELECT trackd.create_history_partitions('2025-06-01T10:00:00Z', '2025-06-01T11:00:00Z', 'hour');
@@ -89,20 +89,20 @@ class HistoryIndexesTest : public ::testing::Test {
     config::Config config_;
 };
 
-const std::string kHot = std::string(kPartition) + "_geom_brin:true," + kPartition +
+const std::string kHot = std::string(kPartition) + "_geom_spgist:true," + kPartition +
                          "_ingest_batch_id_idx:true," + kPartition + "_time_brin:true," +
-                         kPartition + "_vehicle_bloom:true";
+                         kPartition + "_vehicle_hash:true";
 const std::string kClosed = std::string(kPartition) + "_geom_gist:true," + kPartition +
                             "_ingest_batch_id_idx:true," + kPartition + "_vehicle_time_idx:true";
 
 TEST_F(HistoryIndexesTest, OpenPartitionsAreHotAndAClosedOneGetsExactlyTodaysIndexes) {
     // A partition trackd creates ahead with p_hot (past the migration's day partitions): the
-    // BRINs only.
+    // hot indexes only.
     sql("SELECT trackd.create_history_partitions('2099-01-01T00:00:00Z', "
         "'2099-01-01T01:00:00Z', 'hour', true)");
     const std::string open = "vehicle_telemetry_history_p2099010100";
-    EXPECT_EQ(indexes_of(open), open + "_geom_brin:true," + open + "_ingest_batch_id_idx:true," +
-                                    open + "_time_brin:true," + open + "_vehicle_bloom:true");
+    EXPECT_EQ(indexes_of(open), open + "_geom_spgist:true," + open + "_ingest_batch_id_idx:true," +
+                                    open + "_time_brin:true," + open + "_vehicle_hash:true");
     // One wholly past is closed from the start, even with p_hot.
     sql("SELECT trackd.create_history_partitions('2025-06-01T12:00:00Z', "
         "'2025-06-01T13:00:00Z', 'hour', true)");
@@ -130,8 +130,8 @@ TEST_F(HistoryIndexesTest, OpenPartitionsAreHotAndAClosedOneGetsExactlyTodaysInd
                   kPartition + " USING btree (vehicle_id, recorded_at DESC)");
     EXPECT_EQ(sql("SELECT count(*) FROM trackd.vehicle_telemetry_history").at(0, 0), "2400");
     // The open partition is left as it is; a second pass has nothing to do.
-    EXPECT_EQ(indexes_of(open), open + "_geom_brin:true," + open + "_ingest_batch_id_idx:true," +
-                                    open + "_time_brin:true," + open + "_vehicle_bloom:true");
+    EXPECT_EQ(indexes_of(open), open + "_geom_spgist:true," + open + "_ingest_batch_id_idx:true," +
+                                    open + "_time_brin:true," + open + "_vehicle_hash:true");
     const auto again = indexer.run_once();
     EXPECT_EQ(again.partitions, 0);
     EXPECT_EQ(again.indexes_built, 0);
@@ -179,11 +179,11 @@ TEST_F(HistoryIndexesTest, ABuildWhoseBackendIsKilledLeavesAnInvalidIndexThatIsR
     ASSERT_TRUE(failure) << "the build was not interrupted";
     holder.exec_script("ROLLBACK");
 
-    // The first closed index is there but invalid; the hot BRINs are all still there.
-    EXPECT_EQ(indexes_of(kPartition), std::string(kPartition) + "_geom_brin:true," + kPartition +
-                                          "_geom_gist:false," + kPartition +
+    // The first closed index is there but invalid; the hot indexes are all still there.
+    EXPECT_EQ(indexes_of(kPartition), std::string(kPartition) + "_geom_gist:false," + kPartition +
+                                          "_geom_spgist:true," + kPartition +
                                           "_ingest_batch_id_idx:true," + kPartition +
-                                          "_time_brin:true," + kPartition + "_vehicle_bloom:true");
+                                          "_time_brin:true," + kPartition + "_vehicle_hash:true");
     EXPECT_EQ(sql("SELECT closed_invalid::text FROM trackd.history_partition_indexes() "
                   "WHERE partition_name = $1",
                   {kPartition})
@@ -223,8 +223,9 @@ TEST_F(HistoryIndexesTest, SwitchingOnMakesEmptyOpenPartitionsHotAndSwitchingOff
     HistoryIndexer indexer(config_);
     EXPECT_EQ(std::to_string(indexer.defer_open_partitions()),
               std::to_string(std::stoi(open_partitions) - 1));
-    EXPECT_EQ(indexes_of(today), today + "_geom_brin:true," + today + "_ingest_batch_id_idx:true," +
-                                     today + "_time_brin:true," + today + "_vehicle_bloom:true");
+    EXPECT_EQ(indexes_of(today), today + "_geom_spgist:true," + today +
+                                     "_ingest_batch_id_idx:true," + today + "_time_brin:true," +
+                                     today + "_vehicle_hash:true");
     EXPECT_EQ(indexes_of(later), later + "_geom_gist:true," + later + "_ingest_batch_id_idx:true," +
                                      later + "_vehicle_time_idx:true");
     // Open partitions are not due while the setting is on...
