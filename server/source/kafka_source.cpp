@@ -71,9 +71,14 @@ KafkaSource::KafkaSource(const config::KafkaConfig& config, PartitionOwner& owne
     // Defaults first, so that [kafka.properties] can override them.
     set(conf, "auto.offset.reset", "earliest");
     set(conf, "fetch.wait.max.ms", "100");
-    // 8 MiB of pre-fetched messages (librdkafka: 64 MiB) is about a second of a full-speed
-    // backlog; more only adds to the resident memory above batch.inflight_bytes (docs/ingest.md).
-    set(conf, "queued.max.messages.kbytes", "8192");
+    // librdkafka 2.0 stops fetching for a whole second once its pre-fetch queue holds
+    // queued.min.messages or queued.max.messages.kbytes (2.1 made that pause a setting,
+    // fetch.queue.backoff.ms). The queue must therefore hold more than a second of a backlog,
+    // or the writers wait for Kafka: with 100,000 messages and 8 MiB, trackd read a backlog at
+    // about 90,000 messages/s in bursts a second apart and its writers were idle a third of the
+    // time (docs/ingest.md). The byte bound is librdkafka's default; the count never binds first.
+    set(conf, "queued.min.messages", "1000000");
+    set(conf, "queued.max.messages.kbytes", "65536");
     set(conf, "statistics.interval.ms", "0");
     // Incremental rebalancing: members keep the partitions that do not move, and only the
     // moving ones pause (librdkafka's default, eager, stops every member for every change).

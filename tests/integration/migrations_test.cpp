@@ -131,6 +131,56 @@ TEST(Migrations, TrackdMigrateEqualsPsqlFilesInOrder) {
         "0");
 }
 
+// V0010 replaces the hot indexes of postgis.defer_indexes: an open partition made under V0009
+// (with rows) gets the new set in place of V0009's BRINs and keeps its rows; a partition with
+// the closed indexes is not touched.
+TEST(Migrations, V0010GivesAnOpenV0009PartitionTheNewHotIndexes) {
+    TestDatabase db("mig_hot");
+    apply_with_psql(db, 9);
+    db::Connection conn(db.dsn(), "test");
+    conn.exec_script(R"SQL(
+SELECT trackd.create_history_partitions('2099-01-01T00:00:00Z', '2099-01-02T00:00:00Z', 'day', true);
+SELECT trackd.create_history_partitions('2099-02-01T00:00:00Z', '2099-02-02T00:00:00Z', 'day', false);
+INSERT INTO trackd.vehicle_telemetry_history (vehicle_id, recorded_at, geom, ingest_batch_id,
+  kafka_partition, kafka_offset)
+SELECT 'veh-' || v, '2099-01-01T10:00:00Z'::timestamptz + v * interval '1 min',
+       ST_SetSRID(ST_MakePoint(13.0 + v * 0.01, 52.0, 0), 4326), 1, 0, v
+  FROM generate_series(1, 50) v;
+)SQL");
+    const auto indexes = [&](const std::string& partition) {
+        return conn
+            .query(
+                "SELECT string_agg(substr(c.relname, length($1) + 1), ',' ORDER BY c.relname) "
+                "FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid "
+                "WHERE x.indrelid = ('trackd.' || $1)::regclass",
+                {partition})
+            .at(0, 0);
+    };
+    const std::string hot = "vehicle_telemetry_history_p20990101";
+    const std::string closed = "vehicle_telemetry_history_p20990201";
+    ASSERT_EQ(indexes(hot), "_geom_brin,_ingest_batch_id_idx,_time_brin,_vehicle_bloom");
+    ASSERT_EQ(indexes(closed), "_geom_gist,_ingest_batch_id_idx,_vehicle_time_idx");
+
+    auto r = run_command(trackd_with_db(db, "migrate"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(indexes(hot), "_geom_spgist,_ingest_batch_id_idx,_time_brin,_vehicle_hash");
+    EXPECT_EQ(indexes(closed), "_geom_gist,_ingest_batch_id_idx,_vehicle_time_idx");
+    EXPECT_EQ(conn.query("SELECT count(*) FROM trackd.vehicle_telemetry_history").at(0, 0), "50");
+    // The new indexes answer: a vehicle by the hash, a box by the SP-GiST.
+    conn.exec_script("SET enable_seqscan = off");
+    EXPECT_EQ(conn.query("SELECT kafka_offset FROM trackd.vehicle_telemetry_history "
+                         "WHERE vehicle_id = 'veh-7'")
+                  .at(0, 0),
+              "7");
+    EXPECT_EQ(conn.query("SELECT count(*) FROM trackd.vehicle_telemetry_history WHERE geom && "
+                         "ST_MakeEnvelope(13.095, 51.9, 13.205, 52.1, 4326)")
+                  .at(0, 0),
+              "11");
+    r = run_command(trackd_with_db(db, "migrate"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("schema is up to date"), std::string::npos) << r.output;
+}
+
 TEST(Migrations, ChangedFileIsRefused) {
     TestDatabase db("mig_changed");
     ASSERT_EQ(run_command(trackd_with_db(db, "migrate")).exit_code, 0);
