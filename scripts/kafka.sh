@@ -28,7 +28,8 @@
 #   LOCAL_KAFKA_TIMEOUT            seconds start waits for readiness (default 90)
 #   LOCAL_KAFKA_PROXIED_PORT       optional second listener on 127.0.0.1 that advertises
 #   LOCAL_KAFKA_PROXIED_ADVERTISED   host:port of a proxy in front of it, so clients that
-#                                  bootstrap through the proxy stay on it (the fault tests)
+#                                  bootstrap through the proxy stay on it (the fault tests);
+#                                  default: the listener itself
 #   KAFKA_STOP_TIMEOUT             seconds stop waits before SIGKILL (default 20)
 #   KAFKA_HEAP                     broker heap flags (default "-Xmx768m -Xms256m")
 #   KAFKA_JVM_OPTS                 extra broker JVM flags
@@ -98,7 +99,8 @@ validate_settings() {
   is_uint "$KAFKA_PORT" || die "LOCAL_KAFKA_PORT must be a number, got '$KAFKA_PORT'"
   if [[ -n "$PROXIED_PORT" ]]; then
     is_uint "$PROXIED_PORT" || die "LOCAL_KAFKA_PROXIED_PORT must be a number, got '$PROXIED_PORT'"
-    [[ -n "$PROXIED_ADVERTISED" ]] || die "LOCAL_KAFKA_PROXIED_PORT needs LOCAL_KAFKA_PROXIED_ADVERTISED (host:port of the proxy)"
+    # Without a proxy named, the listener advertises itself (a second plain listener).
+    [[ -n "$PROXIED_ADVERTISED" ]] || PROXIED_ADVERTISED="127.0.0.1:$PROXIED_PORT"
   fi
   is_uint "$CONTROLLER_PORT" || die "LOCAL_KAFKA_CONTROLLER_PORT must be a number, got '$CONTROLLER_PORT'"
   [[ "$KAFKA_PORT" != "$CONTROLLER_PORT" ]] || die "LOCAL_KAFKA_PORT and LOCAL_KAFKA_CONTROLLER_PORT must differ"
