@@ -76,7 +76,8 @@ KafkaSource::KafkaSource(const config::KafkaConfig& config, PartitionOwner& owne
     // fetch.queue.backoff.ms). The queue must therefore hold more than a second of a backlog,
     // or the writers wait for Kafka: with 100,000 messages and 8 MiB, trackd read a backlog at
     // about 90,000 messages/s in bursts a second apart and its writers were idle a third of the
-    // time (docs/ingest.md). The byte bound is librdkafka's default; the count never binds first.
+    // time (docs/ingest.md). The byte bound is librdkafka's default; the count binds first only
+    // for messages under 64 bytes.
     set(conf, "queued.min.messages", "1000000");
     set(conf, "queued.max.messages.kbytes", "65536");
     set(conf, "statistics.interval.ms", "0");
