@@ -33,23 +33,15 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(dirname "$here")"
 port="${LOCAL_ICEBERG_REST_PORT:-55181}"
 cache="${TRACKD_CACHE_DIR:-$repo/.cache}/iceberg-rest-$(sha256sum "$here/iceberg-rest/pom.xml" | cut -c1-12)"
-local_dir="${TRACKD_LOCAL_DIR:-$repo/.local}"
-state="$local_dir/iceberg-rest"
-log_dir="$local_dir/logs"
-log_file="$log_dir/iceberg-rest.log"
-pid_file="$state/server.pid"
 heap="${ICEBERG_REST_HEAP:--Xmx384m}"
 MVN="${MVN:-mvn}"
 DEP_PLUGIN="org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 main_class="org.apache.iceberg.rest.LoopbackRestCatalogServer"
 
-say() { echo "iceberg-rest: $*"; }
-die() {
-  echo "iceberg-rest: error: $*" >&2
-  exit 1
-}
-
-[[ "$port" =~ ^[0-9]+$ ]] || die "LOCAL_ICEBERG_REST_PORT must be a number, got '$port'"
+service=iceberg-rest port_var=LOCAL_ICEBERG_REST_PORT process_marker="$main_class"
+# shellcheck source=scripts/service-lib.sh
+source "$here/service-lib.sh"
+answers() { curl -fsS -m 2 "http://127.0.0.1:$port/v1/config" >/dev/null 2>&1; }
 
 resolve() {
   [[ -f "$cache/classes/.done" ]] && return 0
@@ -73,19 +65,6 @@ resolve() {
   fi
   exec 8>&-
 }
-
-running_pid() {
-  [[ -f "$pid_file" ]] || return 1
-  local pid
-  pid="$(tr -dc '0-9' <"$pid_file")"
-  [[ -n "$pid" && -r "/proc/$pid/cmdline" ]] || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "$main_class" || return 1
-  echo "$pid"
-}
-
-answers() { curl -fsS -m 2 "http://127.0.0.1:$port/v1/config" >/dev/null 2>&1; }
-# shellcheck source=scripts/service-lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/service-lib.sh"
 
 start() {
   resolve
@@ -123,14 +102,7 @@ start() {
 case "${1:-}" in
   start) start ;;
   stop) stop ;;
-  status)
-    if pid="$(running_pid)" && answers; then
-      say "running (pid $pid) on 127.0.0.1:$port"
-    else
-      say "not running"
-      exit 1
-    fi
-    ;;
+  status) status ;;
   reset)
     stop
     rm -rf "$state"

@@ -19,33 +19,12 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(dirname "$here")"
 port="${LOCAL_S3_PORT:-55900}"
-local_dir="${TRACKD_LOCAL_DIR:-$repo/.local}"
-state="$local_dir/s3"
-log_dir="$local_dir/logs"
-log_file="$log_dir/s3.log"
-pid_file="$state/server.pid"
 python="$repo/.venv/bin/python"
 
-say() { echo "s3: $*"; }
-die() {
-  echo "s3: error: $*" >&2
-  exit 1
-}
-
-[[ "$port" =~ ^[0-9]+$ ]] || die "LOCAL_S3_PORT must be a number, got '$port'"
-
-running_pid() {
-  [[ -f "$pid_file" ]] || return 1
-  local pid
-  pid="$(tr -dc '0-9' <"$pid_file")"
-  [[ -n "$pid" && -r "/proc/$pid/cmdline" ]] || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "moto.server" || return 1
-  echo "$pid"
-}
-
-answers() { curl -fsS -m 2 -o /dev/null "http://127.0.0.1:$port/" 2>/dev/null; }
+service=s3 port_var=LOCAL_S3_PORT process_marker=moto.server
 # shellcheck source=scripts/service-lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/service-lib.sh"
+source "$here/service-lib.sh"
+answers() { curl -fsS -m 2 -o /dev/null "http://127.0.0.1:$port/" 2>/dev/null; }
 
 start() {
   if pid="$(running_pid)" && answers; then
@@ -71,14 +50,7 @@ start() {
 case "${1:-}" in
   start) start ;;
   stop) stop ;;
-  status)
-    if pid="$(running_pid)" && answers; then
-      say "running (pid $pid) on 127.0.0.1:$port"
-    else
-      say "not running"
-      exit 1
-    fi
-    ;;
+  status) status ;;
   logs) [[ -f "$log_file" ]] && cat "$log_file" ;;
   endpoint) echo "http://127.0.0.1:$port" ;;
   *)

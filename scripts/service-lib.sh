@@ -1,7 +1,33 @@
 #!/usr/bin/env bash
-# Shared by scripts/s3.sh and scripts/iceberg-rest.sh (sourced, not run): waiting for a server
-# the script started in the background, and stopping it. The sourcing script defines say, die,
-# running_pid, answers and the variables port, pid_file and log_file.
+# Shared by scripts/s3.sh and scripts/iceberg-rest.sh (sourced, not run): their state and log
+# paths, messages, the server's pid, waiting for a server the script started in the background,
+# stopping it and its status. The sourcing script sets repo, service (its name: state in
+# <TRACKD_LOCAL_DIR>/<service>/, log in logs/<service>.log), port, port_var (the variable that
+# sets the port) and process_marker (a word of the server's command line), and defines answers.
+
+local_dir="${TRACKD_LOCAL_DIR:-$repo/.local}"
+state="$local_dir/$service"
+log_dir="$local_dir/logs"
+log_file="$log_dir/$service.log"
+pid_file="$state/server.pid"
+
+say() { echo "$service: $*"; }
+die() {
+  echo "$service: error: $*" >&2
+  exit 1
+}
+
+[[ "$port" =~ ^[0-9]+$ ]] || die "$port_var must be a number, got '$port'"
+
+# The pid of the server this script started, if it still runs.
+running_pid() {
+  [[ -f "$pid_file" ]] || return 1
+  local pid
+  pid="$(tr -dc '0-9' <"$pid_file")"
+  [[ -n "$pid" && -r "/proc/$pid/cmdline" ]] || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "$process_marker" || return 1
+  echo "$pid"
+}
 
 # wait_ready SECONDS INTERVAL: until `answers` succeeds; stops the script if the server exits or
 # does not answer within SECONDS.
@@ -35,4 +61,15 @@ stop() {
   [[ -r "/proc/$pid/cmdline" ]] && kill -KILL "$pid" 2>/dev/null || true
   rm -f "$pid_file"
   say "stopped"
+}
+
+# Exit 0 when it runs and answers.
+status() {
+  local pid
+  if pid="$(running_pid)" && answers; then
+    say "running (pid $pid) on 127.0.0.1:$port"
+  else
+    say "not running"
+    exit 1
+  fi
 }
