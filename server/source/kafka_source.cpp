@@ -93,6 +93,9 @@ KafkaSource::KafkaSource(const config::KafkaConfig& config, PartitionOwner& owne
     set(conf, "enable.auto.commit", "false");
     set(conf, "enable.auto.offset.store", "false");
     auto reset = config.properties.find("auto.offset.reset");
+    const auto strategy = config.properties.find("partition.assignment.strategy");
+    cooperative_ = strategy == config.properties.end() ||
+                   strategy->second.find("cooperative") != std::string::npos;
     start_at_end_ =
         reset != config.properties.end() &&
         (reset->second == "latest" || reset->second == "largest" || reset->second == "end");
@@ -173,7 +176,13 @@ void KafkaSource::handle_rebalance(int err, void* raw) {
                  {"partition", std::to_string(given->elems[i].partition)}});
         }
     }
-    const bool cooperative = std::strcmp(rd_kafka_rebalance_protocol(rk_), "COOPERATIVE") == 0;
+    // librdkafka answers NULL when it cannot ask the group (e.g. while the consumer closes):
+    // the last answer holds. Passed to strcmp, that NULL crashed trackd (seen twice in a CI run:
+    // a segfault in strcmp on address 0, and this is trackd's only strcmp).
+    if (const char* protocol = rd_kafka_rebalance_protocol(rk_); protocol != nullptr) {
+        cooperative_ = std::strcmp(protocol, "COOPERATIVE") == 0;
+    }
+    const bool cooperative = cooperative_;
     const auto parts = partitions_of(list);
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
         const auto starts = owner_.on_assigned(parts);

@@ -65,6 +65,9 @@ class KafkaSource final : public Source {
     bool paused_ = false;
     std::atomic<bool> closed_{false};
     bool start_at_end_ = false;
+    // The group's rebalance protocol is COOPERATIVE (from the configured strategy until the
+    // group first says).
+    bool cooperative_ = true;
     // Lag samples per partition over the last kLagWindow, for the rate of change (poll thread).
     struct LagSample {
         std::chrono::steady_clock::time_point at;
