@@ -36,7 +36,7 @@ done
 command -v wrk >/dev/null || die "wrk missing (bash scripts/setup.sh)"
 
 bench_build
-bench_services
+bench_replica=$replica bench_services
 machine="$(machine_description)"
 work="$(mktemp -d)"
 topic="bench-api-ingest-$$"

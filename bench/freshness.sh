@@ -3,11 +3,12 @@
 # transaction, at a fixed rate (docs/benchmarks.md).
 #
 #   bash bench/freshness.sh [--rate R] [--duration-s 60] [--vehicles 20000] [--partitions 12]
-#                           [--skip-first-s 0] [--no-record]
+#                           [--skip-first-s 0] [--today-current-state] [--no-record]
 #
 # trackd runs (defaults) on a fresh database and topic; once it owns every partition the fleet
 # produces at R messages/s for --duration-s seconds (timeline starting now, the interval chosen
-# so that simulated time keeps pace with the clock). Without --rate, R is half of the newest
+# so that simulated time keeps pace with the clock). --today-current-state runs trackd on the
+# current state's layout before V0011 (indexed geom and last_updated: no HOT updates). Without --rate, R is half of the newest
 # maximum bench/ingest.sh recorded in bench/RESULTS.md (trackd's rows/s after its first commit).
 #
 # Method: trackd stores no commit time, so trackd-bench-watch polls trackd.kafka_offsets every
@@ -24,6 +25,7 @@ duration=60
 vehicles=20000
 partitions=12
 skip_first=0
+today_current_state=0
 record=1
 while (($#)); do
   case "$1" in
@@ -32,6 +34,7 @@ while (($#)); do
     --vehicles) vehicles="$2"; shift 2 ;;
     --partitions) partitions="$2"; shift 2 ;;
     --skip-first-s) skip_first="$2"; shift 2 ;;
+    --today-current-state) today_current_state=1; shift ;;
     --no-record) record=0; shift ;;
     -h | --help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
@@ -79,6 +82,10 @@ trackd_settings="$(env | grep -E '^TRACKD_(BATCH|VALIDATE|POSTGIS|KAFKA_PROPERTI
 
 create_topic "$topic" "$partitions"
 create_db "$db"
+if ((today_current_state)); then
+  use_today_current_state "$db"
+  trackd_settings+="current state as before V0011 (--today-current-state) "
+fi
 dsn="$(dsn_of "$db")"
 say "trackd: starting on $db, topic $topic"
 TRACKD_PG_DSN="$dsn" TRACKD_KAFKA_BROKERS="$brokers" TRACKD_KAFKA_TOPIC="$topic" \

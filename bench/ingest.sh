@@ -187,7 +187,9 @@ statement_shares() {
     UNION ALL SELECT 'stmt_calls', sum(calls)::text FROM s
     UNION ALL SELECT 'stmt_upsert_rows', coalesce(sum(rows), 0)::text FROM s WHERE kind = 'upsert'
     UNION ALL SELECT 'stmt_stage_rows', coalesce(sum(rows), 0)::text FROM s WHERE kind = 'copy_stage'
-    UNION ALL SELECT 'stmt_busy_share', round((sum(total_exec_time) / 1000 / ($seconds * $conns))::numeric, 3)::text FROM s"
+    UNION ALL SELECT 'stmt_busy_share', round((sum(total_exec_time) / 1000 / ($seconds * $conns))::numeric, 3)::text FROM s
+    UNION ALL SELECT 'hot_update_share', coalesce(round(n_tup_hot_upd::numeric / nullif(n_tup_upd, 0), 3)::text, 'none')
+      FROM pg_stat_user_tables WHERE relid = 'trackd.vehicle_current_state'::regclass"
 }
 
 pg_counters() {
@@ -354,6 +356,9 @@ run_limit() {
     shift
   fi
   new_db "$db"
+  if [[ "${limit_schema:-today}" == today ]]; then
+    use_today_current_state "$db"
+  fi
   # The GiST and btree are per-partition indexes (V0009): the variants drop them by suffix.
   if (($#)); then psql_at "$db" -c "CREATE FUNCTION public.bench_drop_history_indexes(p_suffix text) RETURNS void
     LANGUAGE plpgsql AS \$fn\$ DECLARE r record; BEGIN
@@ -524,6 +529,7 @@ for ((r = 1; r <= repeat; r++)); do
     drop_db "bench_trackd_${tag}_1"
   fi
   run_limit "all_$r" "$writers"
+  limit_schema=trackd run_limit "own_$r" "$writers"
   if ((hot)); then
     run_kind=hottrackd run_defer=true run_trackd "h$r"
     drop_db "bench_trackd_${tag}_h$r"
@@ -652,6 +658,7 @@ report="$work/report.md"
   for ((r = 1; r <= repeat; r++)); do
     row "trackd, run $r (start-up $(kv "$work/trackd_$r.kv" startup_s) s)" "$work/trackd_$r.kv" trackd
     row "COPY limit, run $r ($writers connection(s))" "$work/limit_all_$r.kv" limit
+    row "COPY limit of trackd's schema (V0011 current state), run $r" "$work/limit_own_$r.kv" limit
     if ((hot)); then
       row "trackd with postgis.defer_indexes, run $r (start-up $(kv "$work/hottrackd_h$r.kv" startup_s) s)" "$work/hottrackd_h$r.kv" trackd
       row "COPY limit of the hot layout, run $r ($writers connection(s))" "$work/limit_hot_$r.kv" limit
@@ -667,7 +674,9 @@ report="$work/report.md"
     row "Python consumer ($note)" "$f" python
   fi
   echo
-  echo "- **trackd/limit = $(calc "$t_rate / $l_rate")** end to end (start-up included), **$(calc "$t_steady / $l_rate")** after trackd's first commit (best runs)"
+  echo "- **trackd/limit = $(calc "$t_rate / $l_rate")** end to end (start-up included), **$(calc "$t_steady / $l_rate")** after trackd's first commit (best runs); the limit is today's schema: the current state before V0011"
+  blo="$(best limit_own rows_per_s)"
+  echo "- trackd / the COPY limit of its own schema (V0011's HOT current state) = $(calc "$t_rate / $(kv "$blo" rows_per_s)") end to end, $(calc "$t_steady / $(kv "$blo" rows_per_s)") after the first commit; own-schema limit / today's = $(calc "$(kv "$blo" rows_per_s) / $l_rate") (rows/s), $(calc "$(kv "$blo" backend_cpu_s) / $(kv "$bl" backend_cpu_s)") (backend CPU), upsert time $(kv "$blo" upsert_s) s / $(kv "$bl" upsert_s) s"
   # On a dedicated CPU-bound machine throughput follows CPU per row: this ratio is the one the
   # other processes on a shared machine disturb least. Backends, not the whole cluster (other
   # users of the shared cluster would count); Kafka apart (the broker is shared too).
@@ -705,7 +714,7 @@ report="$work/report.md"
   echo "- connections busy inside statements (pg_stat_statements time / (wall × connections)): trackd's writers **$(calc "$(kv "$bt" stmt_busy_share) * 100" %.0f)%** (from launch: start-up counts as idle; COMMIT's WAL flush is not in pg_stat_statements), the COPY limit's **$(calc "$(kv "$bl" stmt_busy_share) * 100" %.0f)%**"
   echo "  - trackd (best run): $(stmt_line "$bt")"
   echo "  - COPY limit (best run): $(stmt_line "$bl")"
-  echo "  - current-state rows staged / changed by the upsert (the rest could not win): trackd $(kv "$bt" stmt_stage_rows) / $(kv "$bt" stmt_upsert_rows), COPY limit $(kv "$bl" stmt_stage_rows) / $(kv "$bl" stmt_upsert_rows)"
+  echo "  - current-state rows staged / changed by the upsert (the rest could not win): trackd $(kv "$bt" stmt_stage_rows) / $(kv "$bt" stmt_upsert_rows), COPY limit $(kv "$bl" stmt_stage_rows) / $(kv "$bl" stmt_upsert_rows); share of current-state updates that were HOT: trackd $(kv "$bt" hot_update_share), COPY limit $(kv "$bl" hot_update_share), its own schema's $(kv "$blo" hot_update_share)"
   echo "- COPY limit (best run), time by statement summed over its connections: COPY history $(kv "$bl" copy_history_s) s, COPY staging $(kv "$bl" copy_stage_s) s, upsert $(kv "$bl" upsert_s) s, COMMIT $(kv "$bl" commit_s) s ($(kv "$bl" batches) batches, $(kv "$bl" stage_rows) staged rows)"
   if ((run_python)); then
     echo "- Python consumer: $(kv "$work/python.kv" cpu_s) s CPU, peak RSS $(calc "$(kv "$work/python.kv" max_rss_kib) / 1024" %.0f) MiB; refused $(kv "$work/python.kv" refused) messages (it does not check speed jumps or redeliveries)"

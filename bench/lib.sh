@@ -46,9 +46,15 @@ bench_build() {
     >/dev/null) || die "build failed (run: cmake --build --preset release)"
 }
 
-# Starts the local PostgreSQL/PostGIS and Kafka if they are not running; never stops them.
+# Starts the local services if they are not running. The streaming replica is stopped unless
+# bench_replica=1: it replays every WAL record a benchmark writes, which on a 2-core machine is
+# a third of a core taken from the measured processes (the primary keeps the WAL it has not
+# received, in its slot, and it catches up when started again).
 bench_services() {
   bash "$bench_repo/scripts/services.sh" start >/dev/null || die "could not start the local services"
+  if [[ "${bench_replica:-0}" != 1 ]]; then
+    bash "$bench_repo/scripts/pg-replica.sh" stop >/dev/null || die "could not stop the replica"
+  fi
 }
 
 bench_python_env() {
@@ -66,6 +72,18 @@ create_db() {
     die "trackd migrate failed on $db"
   psql_at "$db" -c "SET client_min_messages = warning" \
     -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null
+}
+# use_today_current_state NAME: the current state as the performance issue measured it
+# (V0003-V0010): a GiST on geom and a btree on last_updated, no grid cell, default fillfactor.
+# V0011 made its updates HOT; this is the "before" of that change, on a migrated database.
+use_today_current_state() {
+  psql_at "$1" -v ON_ERROR_STOP=1 \
+    -c "DROP INDEX trackd.vehicle_current_state_cell_gist" \
+    -c "ALTER TABLE trackd.vehicle_current_state DROP COLUMN cell" \
+    -c "ALTER TABLE trackd.vehicle_current_state RESET (fillfactor)" \
+    -c "CREATE INDEX vehicle_current_state_geom_gist ON trackd.vehicle_current_state USING gist (geom)" \
+    -c "CREATE INDEX vehicle_current_state_last_updated_idx ON trackd.vehicle_current_state (last_updated)" \
+    >/dev/null || die "could not restore the current state's old layout on $1"
 }
 drop_db() {
   psql_admin -c "SET client_min_messages = warning" \

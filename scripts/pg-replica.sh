@@ -3,7 +3,8 @@
 # 127.0.0.1, for the API's reads from a replica (`http.pg_dsn`) in tests, the demo and benchmarks.
 # Made with `pg_basebackup -R -X stream` from the running primary (trust authentication on
 # loopback, as the primary); started again as it is when it exists and belongs to that primary,
-# made anew when the primary was re-initialised.
+# made anew when the primary was re-initialised or no longer has the WAL the replica needs
+# (after a long stop: it would never catch up, and reads would see old data).
 #
 #   scripts/pg-replica.sh start     base backup if needed, start, wait until it accepts reads
 #   scripts/pg-replica.sh stop      stop (fast)
@@ -85,6 +86,8 @@ CONF
   if is_root; then chown "$OS_USER:" "$DATA/trackd.conf"; fi
 }
 
+replica_sql() { "$PG_BIN/psql" -X -h "$HOST" -p "$PORT" -U postgres -d postgres -Atc "$1"; }
+
 cmd_start() {
   mkdir -p "$ROOT" "$RUN" "$LOG_DIR"
   touch "$LOG"
@@ -94,6 +97,11 @@ cmd_start() {
     say "already running on $HOST:$PORT"
     return 0
   fi
+  start_replica "$(($(stat -c %s "$LOG") + 1))"
+}
+
+# start_replica LOG_OFFSET [again]: base backup if needed, start, wait for reads and streaming.
+start_replica() {
   "$PG_BIN/pg_isready" -q -h "$HOST" -p "$PRIMARY_PORT" -t 5 ||
     die "the primary does not answer on $HOST:$PRIMARY_PORT: run scripts/pg.sh start first"
   if [[ -f $DATA/PG_VERSION && -d $PRIMARY_DATA ]] &&
@@ -115,11 +123,28 @@ cmd_start() {
   as_owner "$PG_BIN/pg_ctl" start -D "$DATA" -l "$LOG" -w -t "$TIMEOUT" >/dev/null 2>&1 ||
     fail_with_log "the replica failed to start within ${TIMEOUT}s"
   local deadline=$((SECONDS + TIMEOUT))
-  until [[ "$("$PG_BIN/psql" -X -h "$HOST" -p "$PORT" -U postgres -d postgres -Atc \
-    'SELECT pg_is_in_recovery()' 2>/dev/null)" == t ]]; do
+  until [[ "$(replica_sql 'SELECT pg_is_in_recovery()' 2>/dev/null)" == t ]]; do
     ((SECONDS < deadline)) || fail_with_log "the replica does not answer as a standby on $HOST:$PORT"
     sleep 0.3
   done
+  # Streaming; or the primary refuses to stream to it (it removed the WAL the replica needs
+  # next, or the replica names a slot it does not have): then made anew, once.
+  local log_from="$1" receiver=""
+  deadline=$((SECONDS + 15))
+  while ((SECONDS < deadline)); do
+    receiver="$(replica_sql 'SELECT status FROM pg_stat_wal_receiver' 2>/dev/null || true)"
+    [[ $receiver == streaming ]] && break
+    if tail -c +"$log_from" "$LOG" | grep -Eq 'requested WAL segment .* has already been removed|could not start WAL streaming'; then
+      [[ ${2:-} != again ]] || fail_with_log "the replica made anew cannot stream from the primary"
+      say "the primary cannot stream to this replica: making it again"
+      as_owner "$PG_BIN/pg_ctl" stop -D "$DATA" -m fast -w -t "$TIMEOUT" >/dev/null 2>&1 || true
+      rm -rf -- "$DATA"
+      start_replica "$(($(stat -c %s "$LOG") + 1))" again
+      return
+    fi
+    sleep 0.3
+  done
+  [[ $receiver == streaming ]] || say "warning: not streaming from the primary yet (status '${receiver:-none}'; see $LOG)"
   say "ready: $(cmd_dsn)"
 }
 

@@ -18,6 +18,10 @@ const char* const kGeofenceColumns =
     "(extract(epoch FROM created_at) * 1000000)::int8, "
     "(extract(epoch FROM updated_at) * 1000000)::int8, ST_Area(fence_geom::geography), dwell_s";
 
+std::string vehicle_in_box(const std::string& box, const std::string& alias) {
+    return alias + "cell && " + box + " AND " + alias + "geom && " + box;
+}
+
 namespace {
 
 void number_or_null(JsonWriter& w, const db::Result& r, int row, int col) {

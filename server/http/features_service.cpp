@@ -65,10 +65,12 @@ struct Extent {
 // One row per collection that has statistics: id, xmin, ymin, xmax, ymax, first, last (µs).
 // Positions: the union over the history's partitions (autovacuum analyzes partitions, never the
 // partitioned parent). ST_EstimatedExtent is asked only where statistics exist (it warns
-// otherwise).
+// otherwise). Vehicles: from the grid cells, which PostGIS reads off their GiST (exact, and at
+// most 1/128 degree wider than the positions); geom has no index, and its statistics' extent
+// is coarser.
 constexpr const char* kExtentsSql = R"SQL(
 WITH t(coll, relname, geom_col, time_col) AS (
-  SELECT 'vehicles', 'vehicle_current_state', 'geom', 'last_updated'
+  SELECT 'vehicles', 'vehicle_current_state', 'cell', 'last_updated'
   UNION ALL SELECT 'geofences', 'geofence_zones', 'fence_geom', 'updated_at'
   UNION ALL SELECT 'positions', c.relname::text, 'geom', 'recorded_at'
     FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
@@ -290,7 +292,8 @@ Response FeaturesService::items(const Request& req, const std::string& id) {
                                 sql.bind(fmt::format("{}", b.max_lat)) + ", 4326)";
         // For points the bounding-box test is exact; polygons need the real intersection.
         filters += c.kind == Kind::geofences ? " AND ST_Intersects(fence_geom, " + env + ")"
-                                             : " AND geom && " + env;
+                   : c.kind == Kind::vehicles ? " AND " + vehicle_in_box(env)
+                                              : " AND geom && " + env;
     }
     if (const auto text = q.get("datetime")) {
         const TimeInterval iv = parse_datetime("datetime", *text);

@@ -57,7 +57,7 @@ struct Collection {
     const char* geom;
     std::string id_expr;     // the integer feature id
     std::string properties;  // the attribute columns
-    const char* extra_filter;
+    std::string extra_filter;
     // TileJSON vector_layers fields: name -> type.
     std::vector<std::pair<const char*, const char*>> fields;
 };
@@ -71,7 +71,8 @@ const std::array<Collection, 3>& collections() {
          "geom",
          fmt::format("hashtextextended(vehicle_id, 0) & {}", kIdMask),
          "vehicle_id, " + utc_text("last_updated") + ", speed_kmh, heading_deg",
-         "",
+         // The index is on the vehicle's grid cell, not on geom (V0011).
+         " AND cell && " + kBox4326,
          {{"vehicle_id", "String"},
           {"last_updated", "String"},
           {"speed_kmh", "Number"},

@@ -97,10 +97,12 @@ Response VehicleService::list(const Request& req) {
                    " FROM trackd.vehicle_current_state WHERE true");
     if (const auto text = q.get("bbox")) {
         const BBox b = parse_bbox("bbox", *text);
-        sql += " AND geom && ST_MakeEnvelope(" + sql.bind(fmt::format("{}", b.min_lon)) + ", " +
-               sql.bind(fmt::format("{}", b.min_lat)) + ", " +
-               sql.bind(fmt::format("{}", b.max_lon)) + ", " +
-               sql.bind(fmt::format("{}", b.max_lat)) + ", 4326)";
+        const std::string env =
+            "ST_MakeEnvelope(" + sql.bind(fmt::format("{}", b.min_lon)) + ", " +
+            sql.bind(fmt::format("{}", b.min_lat)) + ", " +
+            sql.bind(fmt::format("{}", b.max_lon)) + ", " +
+            sql.bind(fmt::format("{}", b.max_lat)) + ", 4326)";
+        sql += " AND " + vehicle_in_box(env);
     }
     if (const auto text = q.get("updated_since")) {
         sql += " AND last_updated >= " +
@@ -131,7 +133,7 @@ Response VehicleService::nearby(const Request& req) {
                       fmt::format("{} is not in (0, {}] metres", radius, kMaxNearbyRadiusM));
     }
     const int limit = parse_limit(q, kDefaultLimit, ctx_.http.max_limit);
-    // Candidates come from the geometry GiST through a longitude/latitude box that contains
+    // Candidates come from the cell GiST through a longitude/latitude box that contains
     // every point within the radius; ST_DWithin on geography then keeps those within the
     // geodesic (spheroid) radius, and the order is exact on PostGIS's geodesic distance.
     const auto box = nearby_box(lon, lat, radius);
@@ -142,8 +144,9 @@ Response VehicleService::nearby(const Request& req) {
         kVehicleColumns +
         ", ST_Distance(v.geom::geography, p.g) AS distance_m "
         "FROM trackd.vehicle_current_state v, p "
-        "WHERE v.geom && ST_MakeEnvelope($4, $5, $6, $7, 4326) "
-        "AND ST_DWithin(v.geom::geography, p.g, $3) "
+        "WHERE " +
+        vehicle_in_box("ST_MakeEnvelope($4, $5, $6, $7, 4326)", "v.") +
+        " AND ST_DWithin(v.geom::geography, p.g, $3) "
         "ORDER BY distance_m, vehicle_id LIMIT " +
         std::to_string(limit));
     const auto r = ctx_.pool.run(

@@ -181,6 +181,87 @@ SELECT 'veh-' || v, '2099-01-01T10:00:00Z'::timestamptz + v * interval '1 min',
     EXPECT_NE(r.output.find("schema is up to date"), std::string::npos) << r.output;
 }
 
+// V0011 moves the current state's spatial index from geom to the generated grid cell, so that
+// an update inside the cell writes no index entry: rows made under V0010 get their cell, every
+// cell holds its point (grid lines, negative and extreme coordinates included), an update in
+// the same cell is HOT and one into another cell is found there through the new GiST.
+TEST(Migrations, V0011MakesCurrentStateUpdatesInTheSameCellHot) {
+    TestDatabase db("mig_cell");
+    apply_with_psql(db, 10);
+    db::Connection conn(db.dsn(), "test");
+    // Points on grid lines (k/128), just either side of them, and the extremes.
+    conn.exec_script(R"SQL(
+INSERT INTO trackd.vehicle_current_state (vehicle_id, last_updated, geom, ingest_batch_id,
+  kafka_partition, kafka_offset)
+SELECT 'veh-' || n, '2026-12-01T00:00:00Z', ST_SetSRID(ST_MakePoint(x, y, 0), 4326), 1, 0, n
+  FROM (SELECT row_number() OVER () AS n, x, y
+          FROM unnest(ARRAY[-180, -179.9921875, -0.0078125, -1e-12, 0, 1e-12, 0.29, 13.37109375,
+                            13.371093750000002, 179.9999999, 180]) x,
+               unnest(ARRAY[-90, -45.5, -1e-12, 0, 0.29, 52.5078125, 89.99, 90]) y) p;
+)SQL");
+    auto r = run_command(trackd_with_db(db, "migrate"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    // Every cell is a 1/128 degree box that covers its point.
+    EXPECT_EQ(conn.query("SELECT count(*) || ',' || count(*) FILTER (WHERE ST_Covers(cell, geom) "
+                         "AND ST_XMax(cell) - ST_XMin(cell) = 1.0 / 128 "
+                         "AND ST_YMax(cell) - ST_YMin(cell) = 1.0 / 128) "
+                         "FROM trackd.vehicle_current_state")
+                  .at(0, 0),
+              "88,88");
+    EXPECT_EQ(conn.query("SELECT string_agg(c.relname, ',' ORDER BY c.relname) FROM pg_index x "
+                         "JOIN pg_class c ON c.oid = x.indexrelid "
+                         "WHERE x.indrelid = 'trackd.vehicle_current_state'::regclass")
+                  .at(0, 0),
+              "vehicle_current_state_cell_gist,vehicle_current_state_pkey");
+    EXPECT_EQ(conn.query("SELECT reloptions::text FROM pg_class "
+                         "WHERE oid = 'trackd.vehicle_current_state'::regclass")
+                  .at(0, 0),
+              "{fillfactor=50}");
+
+    // Updated and HOT-updated rows of one statement: the backend's pending counters, read
+    // before and after it in its transaction.
+    const auto hot_updates = [&](const std::string& update) {
+        const auto counters = [&] {
+            const auto c = conn.query(
+                "SELECT pg_stat_get_xact_tuples_updated(c.oid), "
+                "pg_stat_get_xact_tuples_hot_updated(c.oid) FROM pg_class c "
+                "WHERE c.oid = 'trackd.vehicle_current_state'::regclass");
+            return std::pair{std::stoll(c.at(0, 0)), std::stoll(c.at(0, 1))};
+        };
+        conn.exec_script("BEGIN");
+        const auto before = counters();
+        conn.exec_script(update);
+        const auto after = counters();
+        conn.exec_script("COMMIT");
+        return std::to_string(after.first - before.first) + "/" +
+               std::to_string(after.second - before.second);
+    };
+    // 0.29 lies in [37/128, 38/128): 0.2921 does too, 0.2969 does not.
+    EXPECT_EQ(hot_updates("UPDATE trackd.vehicle_current_state SET geom = "
+                          "ST_SetSRID(ST_MakePoint(0.2921, 52.5078126, 0), 4326), "
+                          "last_updated = last_updated + interval '1 s' "
+                          "WHERE ST_X(geom) = 0.29 AND ST_Y(geom) = 52.5078125"),
+              "1/1");
+    EXPECT_EQ(hot_updates("UPDATE trackd.vehicle_current_state SET geom = "
+                          "ST_SetSRID(ST_MakePoint(0.2969, 52.5078126, 0), 4326) "
+                          "WHERE ST_X(geom) = 0.2921"),
+              "1/0");
+    conn.exec_script("SET enable_seqscan = off");
+    EXPECT_EQ(conn.query("SELECT count(*) FROM trackd.vehicle_current_state WHERE cell && "
+                         "ST_MakeEnvelope(0.295, 52.5, 0.298, 52.6, 4326) AND geom && "
+                         "ST_MakeEnvelope(0.295, 52.5, 0.298, 52.6, 4326)")
+                  .at(0, 0),
+              "1");
+    EXPECT_NE(conn.query("EXPLAIN SELECT count(*) FROM trackd.vehicle_current_state WHERE cell && "
+                         "ST_MakeEnvelope(0.295, 52.5, 0.298, 52.6, 4326)")
+                  .at(1, 0)
+                  .find("vehicle_current_state_cell_gist"),
+              std::string::npos);
+    r = run_command(trackd_with_db(db, "migrate"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("schema is up to date"), std::string::npos) << r.output;
+}
+
 TEST(Migrations, ChangedFileIsRefused) {
     TestDatabase db("mig_changed");
     ASSERT_EQ(run_command(trackd_with_db(db, "migrate")).exit_code, 0);
