@@ -33,8 +33,11 @@ mix="$(awk '$1 ~ /^BM_DecodeValidate\/corpus:0_median/ { print $2 }' <<<"$summar
 pb="$(awk '$1 ~ /^BM_DecodeValidate\/corpus:4_median/ { print $2 }' <<<"$summary")"
 pbf="$(awk '$1 ~ /^BM_DecodeValidate\/corpus:5_median/ { print $2 }' <<<"$summary")"
 ratio="$(awk -v a="$pb" -v b="$mix" 'BEGIN { if (b > 0) printf "%.2f", a / b }')"
+std="$(awk '$1 ~ /^BM_DecodeValidateStdMap\/corpus:0_median/ { print $2 }' <<<"$summary")"
+std_ratio="$(awk -v a="$mix" -v b="$std" 'BEGIN { if (b > 0) printf "%.2f", a / b }')"
 echo
 echo "decode + validate on the realistic mix: $mix messages/s on one core (CPU time)"
+echo "with the latest positions in std::unordered_map instead: $std messages/s (core::StringTable / std::unordered_map = ${std_ratio}, same run)"
 echo "the same mix as Protobuf: $pb plain, $pbf framed messages/s (${ratio}x JSON, same run)"
 if ((record)); then
   {
@@ -43,6 +46,7 @@ if ((record)); then
     echo "- settings: Google Benchmark, --benchmark_min_time=2, 3 repetitions, medians of items/s by CPU time; one thread ${args[*]:-}"
     echo "- **decode + validate, realistic mix (fleet, 1% bad): $mix messages/s per core**"
     echo "- **the same mix as Protobuf (trackd.v1.Position): $pb plain, $pbf Confluent-framed messages/s per core (${ratio}x JSON)**"
+    echo "- the latest positions in core::StringTable / in std::unordered_map (as before): ${std_ratio} on the realistic mix"
     echo
     echo "| benchmark | corpus | messages/s (median) |"
     echo "|---|---|---:|"

@@ -13,18 +13,20 @@
 // accepted position, Validator::validate (moving the strings), the update of that position.
 // items_per_second is messages/s on one core. BM_DecodeValidateNoLatest (fleet mix only) leaves
 // out the latest-position map, BM_Decode validation too: the differences are their shares.
+// BM_DecodeValidateStdMap keeps the map in std::unordered_map, as trackd did before
+// core::StringTable.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <unordered_map>
 #include <variant>
 #include <vector>
 
 #include <benchmark/benchmark.h>
 
 #include "trackd/config/config.hpp"
+#include "trackd/core/string_table.hpp"
 #include "trackd/core/time.hpp"
 #include "trackd/decode/payload_decoder.hpp"
 #include "trackd/validate/validator.hpp"
@@ -139,13 +141,31 @@ void report(benchmark::State& state, const Corpus& c, std::int64_t accepted) {
     state.counters["corpus"] = static_cast<double>(c.payloads.size());
 }
 
-// What the poll thread does per message (pipeline/ingest.cpp, handle()).
-void BM_DecodeValidate(benchmark::State& state) {
+// The latest-position map as trackd had it before core::StringTable: std::unordered_map, for
+// the side-by-side figure (BM_DecodeValidateStdMap).
+class StdLatest {
+  public:
+    void reserve(std::size_t n) { map_.reserve(n); }
+    trackd::validate::LastPosition* find(const std::string& key) {
+        const auto it = map_.find(key);
+        return it == map_.end() ? nullptr : &it->second;
+    }
+    void insert_or_assign(const std::string& key, const trackd::validate::LastPosition& p) {
+        map_.insert_or_assign(key, p);
+    }
+
+  private:
+    std::unordered_map<std::string, trackd::validate::LastPosition> map_;
+};
+
+// What the poll thread does per message (pipeline/ingest.cpp, process()).
+template <class Latest>
+void decode_validate(benchmark::State& state) {
     const Corpus& c = corpus(static_cast<int>(state.range(0)));
     const trackd::config::ValidateConfig cfg;
     auto decoder = decoder_for(c, cfg);
     trackd::validate::Validator validator(cfg);
-    std::unordered_map<std::string, trackd::validate::LastPosition> latest;
+    Latest latest;
     latest.reserve(kVehicles * 2);
     std::size_t i = 0;
     std::int64_t accepted = 0;
@@ -153,15 +173,15 @@ void BM_DecodeValidate(benchmark::State& state) {
         if (i == c.payloads.size()) {
             // Replaying the corpus would turn every message into an older re-send; start over.
             state.PauseTiming();
-            latest.clear();
+            latest = Latest{};
+            latest.reserve(kVehicles * 2);
             i = 0;
             state.ResumeTiming();
         }
         auto decoded = decoder.decode(c.payloads[i++]);
         auto* msg = std::get_if<trackd::decode::DecodedMessage>(&decoded);
         if (msg == nullptr) continue;
-        auto it = latest.find(msg->vehicle_id);
-        const trackd::validate::LastPosition* last = it == latest.end() ? nullptr : &it->second;
+        trackd::validate::LastPosition* last = latest.find(msg->vehicle_id);
         auto validated = validator.validate(std::move(*msg), last, c.now_us);
         auto* pos = std::get_if<trackd::core::Position>(&validated);
         if (pos == nullptr) continue;
@@ -169,14 +189,19 @@ void BM_DecodeValidate(benchmark::State& state) {
         const trackd::validate::LastPosition here{pos->recorded_at_us, pos->longitude,
                                                   pos->latitude};
         if (last == nullptr) {
-            latest.emplace(pos->vehicle_id, here);
+            latest.insert_or_assign(pos->vehicle_id, here);
         } else if (here.recorded_at_us > last->recorded_at_us) {
-            it->second = here;
+            *last = here;
         }
         benchmark::DoNotOptimize(validated);
     }
     report(state, c, accepted);
 }
+
+void BM_DecodeValidate(benchmark::State& state) {
+    decode_validate<trackd::core::StringTable<trackd::validate::LastPosition>>(state);
+}
+void BM_DecodeValidateStdMap(benchmark::State& state) { decode_validate<StdLatest>(state); }
 
 // Decode + validate without the latest-position map (every message validated as its vehicle's
 // first): the map's share is the difference with BM_DecodeValidate.
@@ -223,6 +248,7 @@ void corpus_args(benchmark::internal::Benchmark* b) {
 }  // namespace
 
 BENCHMARK(BM_DecodeValidate)->Apply(corpus_args);
+BENCHMARK(BM_DecodeValidateStdMap)->Arg(0)->Arg(4)->ArgName("corpus");
 BENCHMARK(BM_DecodeValidateNoLatest)->Arg(0)->Arg(4)->ArgName("corpus");
 BENCHMARK(BM_Decode)->Apply(corpus_args);
 

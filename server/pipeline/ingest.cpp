@@ -13,6 +13,7 @@
 #include "trackd/core/log.hpp"
 #include "trackd/core/metrics.hpp"
 #include "trackd/core/pause_point.hpp"
+#include "trackd/core/string_table.hpp"
 #include "trackd/core/time.hpp"
 #include "trackd/db/connection.hpp"
 #include "trackd/decode/payload_decoder.hpp"
@@ -245,8 +246,9 @@ class Ingest final : public source::PartitionOwner {
                                                                    : std::string("none")}});
                 }
                 for (auto& [id, pos] : latest) {
-                    latest_[id] =
-                        Latest{{pos.recorded_at_us, pos.longitude, pos.latitude}, pos.partition};
+                    latest_.insert_or_assign(
+                        id,
+                        Latest{{pos.recorded_at_us, pos.longitude, pos.latitude}, pos.partition});
                 }
             },
             control_.get());
@@ -289,8 +291,8 @@ class Ingest final : public source::PartitionOwner {
         }
         // Positions read from these partitions may not have been committed: forget them, and
         // reload them from the database if the partitions come back.
-        std::erase_if(
-            latest_, [&](const auto& entry) { return revoked.count(entry.second.partition) != 0; });
+        latest_.erase_if(
+            [&](const std::string&, const Latest& l) { return revoked.count(l.partition) != 0; });
     }
 
   private:
@@ -429,8 +431,8 @@ class Ingest final : public source::PartitionOwner {
             return true;
         }
         auto& msg = std::get<decode::DecodedMessage>(decoded);
-        auto it = latest_.find(msg.vehicle_id);
-        const validate::LastPosition* last = it == latest_.end() ? nullptr : &it->second.position;
+        Latest* known = latest_.find(msg.vehicle_id);
+        const validate::LastPosition* last = known == nullptr ? nullptr : &known->position;
         auto validated = validator_.validate(std::move(msg), last, now_us);
         if (auto* r = std::get_if<core::Rejection>(&validated)) {
             reject(m, std::move(*r), now);
@@ -440,10 +442,10 @@ class Ingest final : public source::PartitionOwner {
         const Latest here{{pos.recorded_at_us, pos.longitude, pos.latitude}, m.partition};
         // trackd's total order is (recorded_at, offset): an equal time read later wins, as in
         // the current-state upsert, whatever the batch size.
-        if (last == nullptr) {
-            latest_.emplace(pos.vehicle_id, here);
+        if (known == nullptr) {
+            latest_.insert_or_assign(pos.vehicle_id, here);
         } else if (pos.recorded_at_us >= last->recorded_at_us) {
-            it->second = here;
+            *known = here;
         }
         metrics_.accepted.inc();
         shard_of(m.partition)
@@ -670,7 +672,7 @@ class Ingest final : public source::PartitionOwner {
         validate::LastPosition position;
         std::int32_t partition = 0;
     };
-    std::unordered_map<std::string, Latest> latest_;
+    core::StringTable<Latest> latest_;
     std::map<std::int32_t, std::int64_t> epochs_;
     // Per owned partition: the offset the next batch starts from (-1: nothing stored yet).
     std::map<std::int32_t, std::int64_t> expected_;
