@@ -291,7 +291,7 @@ Response FeaturesService::items(const Request& req, const std::string& id) {
                                 sql.bind(fmt::format("{}", b.max_lon)) + ", " +
                                 sql.bind(fmt::format("{}", b.max_lat)) + ", 4326)";
         // For points the bounding-box test is exact; polygons need the real intersection.
-        filters += c.kind == Kind::geofences ? " AND ST_Intersects(fence_geom, " + env + ")"
+        filters += c.kind == Kind::geofences  ? " AND ST_Intersects(fence_geom, " + env + ")"
                    : c.kind == Kind::vehicles ? " AND " + vehicle_in_box(env)
                                               : " AND geom && " + env;
     }

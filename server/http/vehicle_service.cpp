@@ -97,11 +97,10 @@ Response VehicleService::list(const Request& req) {
                    " FROM trackd.vehicle_current_state WHERE true");
     if (const auto text = q.get("bbox")) {
         const BBox b = parse_bbox("bbox", *text);
-        const std::string env =
-            "ST_MakeEnvelope(" + sql.bind(fmt::format("{}", b.min_lon)) + ", " +
-            sql.bind(fmt::format("{}", b.min_lat)) + ", " +
-            sql.bind(fmt::format("{}", b.max_lon)) + ", " +
-            sql.bind(fmt::format("{}", b.max_lat)) + ", 4326)";
+        const std::string env = "ST_MakeEnvelope(" + sql.bind(fmt::format("{}", b.min_lon)) + ", " +
+                                sql.bind(fmt::format("{}", b.min_lat)) + ", " +
+                                sql.bind(fmt::format("{}", b.max_lon)) + ", " +
+                                sql.bind(fmt::format("{}", b.max_lat)) + ", 4326)";
         sql += " AND " + vehicle_in_box(env);
     }
     if (const auto text = q.get("updated_since")) {

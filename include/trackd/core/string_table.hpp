@@ -57,8 +57,8 @@ class StringTable {
     }
 
     V& insert_or_assign(std::string_view key, V value) {
-        if ((entries_.size() + 1) * 4 > slots_.size() * 3) rebuild(std::max<std::size_t>(
-                                                               16, slots_.size() * 2));
+        if ((entries_.size() + 1) * 4 > slots_.size() * 3)
+            rebuild(std::max<std::size_t>(16, slots_.size() * 2));
         const std::uint64_t h = hash_of(key);
         const std::uint32_t tag = tag_of(h);
         std::size_t i = h & mask_;
