@@ -87,9 +87,6 @@ class StringTable {
         return erased;
     }
 
-    // The entries, in insertion order (erase_if keeps the order of the rest).
-    const std::vector<Entry>& entries() const noexcept { return entries_; }
-
   private:
     struct Slot {
         std::uint32_t tag = 0;  // 0: empty
