@@ -7,9 +7,10 @@
 #
 # trackd runs (defaults) on a fresh database and topic; once it owns every partition the fleet
 # produces at R messages/s for --duration-s seconds (timeline starting now, the interval chosen
-# so that simulated time keeps pace with the clock). --today-current-state runs trackd on the
-# current state's layout before V0011 (indexed geom and last_updated: no HOT updates). Without --rate, R is half of the newest
+# so that simulated time keeps pace with the clock). Without --rate, R is half of the newest
 # maximum bench/ingest.sh recorded in bench/RESULTS.md (trackd's rows/s after its first commit).
+# --today-current-state runs trackd on the current state's layout before V0011 (indexed geom and
+# last_updated: no HOT updates).
 #
 # Method: trackd stores no commit time, so trackd-bench-watch polls trackd.kafka_offsets every
 # 20 ms on its own connection and logs when each partition's committed offset moved; every

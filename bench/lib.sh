@@ -46,13 +46,16 @@ bench_build() {
     >/dev/null) || die "build failed (run: cmake --build --preset release)"
 }
 
-# Starts the local services if they are not running. The streaming replica is stopped unless
-# bench_replica=1: it replays every WAL record a benchmark writes, which on a 2-core machine is
-# a third of a core taken from the measured processes (the primary keeps the WAL it has not
-# received, in its slot, and it catches up when started again).
+# Starts the local services if they are not running. The streaming replica runs only with
+# bench_replica=1 (and is stopped otherwise): it replays every WAL record a benchmark writes,
+# which on a 2-core machine is a third of a core taken from the measured processes. Started
+# again later, it catches up, or scripts/pg-replica.sh makes it anew.
 bench_services() {
-  bash "$bench_repo/scripts/services.sh" start >/dev/null || die "could not start the local services"
-  if [[ "${bench_replica:-0}" != 1 ]]; then
+  if [[ "${bench_replica:-0}" == 1 ]]; then
+    bash "$bench_repo/scripts/services.sh" start >/dev/null || die "could not start the local services"
+  else
+    bash "$bench_repo/scripts/services.sh" start --no-replica >/dev/null ||
+      die "could not start the local services"
     bash "$bench_repo/scripts/pg-replica.sh" stop >/dev/null || die "could not stop the replica"
   fi
 }

@@ -5,6 +5,9 @@
 # (scripts/registry.sh), an S3-compatible object store (moto, scripts/s3.sh) and Apache Iceberg's
 # REST catalog server (scripts/iceberg-rest.sh, reading and writing s3:// through that store),
 # all kept in the project-local folder .local/ (logs in .local/logs/).
+#
+#   scripts/services.sh start [--no-replica]   --no-replica: all but the replica (benchmarks)
+#   scripts/services.sh stop | status | logs
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(dirname "$here")"
@@ -13,7 +16,7 @@ logs="${TRACKD_LOCAL_DIR:-$repo/.local}/logs"
 case "${1:-}" in
   start)
     bash "$here/pg.sh" start
-    bash "$here/pg-replica.sh" start
+    [[ "${2:-}" == --no-replica ]] || bash "$here/pg-replica.sh" start
     bash "$here/kafka.sh" start
     bash "$here/registry.sh" start
     bash "$here/s3.sh" start
