@@ -32,7 +32,8 @@ commands:
                  (and archive to Iceberg when archive.enabled)
   archive        archive committed history to the Iceberg table until stopped
   archive --once archive what is committed now, then exit (3: another archiver runs)
-  archive maintain  expire snapshots, merge manifests, delete orphan files, apply retention
+  archive maintain  expire snapshots, merge manifests, delete orphan files, apply retention,
+                    prune the batch ledger
   archive compact   rewrite small data files into target-sized ones (beside a running archiver)
   migrate        apply the missing SQL migrations to the database
   audit [--since DURATION] [--format text|json] [--limit N]
@@ -160,9 +161,9 @@ int cmd_archive(const trackd::config::Config& config, const std::vector<std::str
         const auto r = archiver.maintain();
         fmt::print(
             "maintenance: {} manifests merged, {} snapshots expired, {} files deleted, {} "
-            "orphans deleted, {} partitions dropped\n",
+            "orphans deleted, {} partitions dropped, {} ledger batches pruned\n",
             r.manifests_merged, r.snapshots_expired, r.files_deleted, r.orphans_deleted,
-            r.partitions_dropped);
+            r.partitions_dropped, r.batches_pruned);
         return 0;
     }
     const auto r = archiver.archive_pending();

@@ -141,15 +141,46 @@ struct Archiver::Impl {
     }
 
     // From now on the retention guard protects every row this table has not archived, even
-    // before its first commit.
+    // before its first commit, and the ledger keeps every batch it has not archived. Under the
+    // pruning lock: a prune either ran before (its watermark is then visible here) or runs
+    // after and counts this table.
     void register_table() {
         table->refresh();
-        conn->query(
-            "INSERT INTO trackd.archive_progress (catalog_name, table_namespace, table_name, "
-            "archived_seq, metadata_location) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
-            {ident.catalog, ident.namespace_, ident.name,
-             std::to_string(table->progress().archived_seq), table->metadata_location()});
+        const auto seq = table->progress().archived_seq;
+        conn->exec_script("BEGIN");
+        try {
+            conn->query(
+                "SELECT pg_advisory_xact_lock(hashtextextended('trackd.ingest_batches prune', 0))");
+            conn->query(
+                "INSERT INTO trackd.archive_progress (catalog_name, table_namespace, table_name, "
+                "archived_seq, metadata_location) VALUES ($1, $2, $3, $4, $5) "
+                "ON CONFLICT DO NOTHING",
+                {ident.catalog, ident.namespace_, ident.name, std::to_string(seq),
+                 table->metadata_location()});
+            const auto pruned =
+                conn->query("SELECT max(pruned_seq) FROM trackd.ingest_batches_pruned").get(0, 0);
+            conn->exec_script("COMMIT");
+            if (pruned && std::stoll(*pruned) > seq) {
+                core::log::warn(
+                    "the batch ledger was pruned before this archive table was registered: the "
+                    "batches up to archive_seq " +
+                        *pruned + " are not archived into it",
+                    {{"table", ident.dotted()}, {"archived_seq", std::to_string(seq)}});
+            }
+        } catch (const db::DbError&) {
+            try {
+                conn->exec_script("ROLLBACK");
+            } catch (const db::DbError&) {
+                // The connection is gone; the transaction with it.
+            }
+            throw;
+        }
         mirror_progress();
+    }
+
+    // The ledger rows of batches every archive table holds (docs/archive.md, "The ledger").
+    std::int64_t prune_ledger() {
+        return std::stoll(conn->query("SELECT trackd.prune_ingest_batches()").at(0, 0));
     }
 
     // A catalog outside PostgreSQL (REST) cannot record the progress in its commit: the mirror
@@ -341,13 +372,14 @@ struct Archiver::Impl {
         o.orphan_min_age_ms = config.archive.orphan_min_age_s * 1000;
         const auto m = table->maintain(o);
         MaintainReport r{m.manifests_merged, m.snapshots_expired, m.files_deleted,
-                         m.orphans_deleted, apply_retention()};
+                         m.orphans_deleted,  apply_retention(),   prune_ledger()};
         core::log::info("archive maintenance done",
                         {{"table", ident.dotted()},
                          {"manifests_merged", std::to_string(r.manifests_merged)},
                          {"snapshots_expired", std::to_string(r.snapshots_expired)},
                          {"files_deleted", std::to_string(r.files_deleted)},
-                         {"orphans_deleted", std::to_string(r.orphans_deleted)}});
+                         {"orphans_deleted", std::to_string(r.orphans_deleted)},
+                         {"ledger_batches_pruned", std::to_string(r.batches_pruned)}});
         return r;
     }
 };

@@ -226,39 +226,50 @@ SELECT (SELECT count(*) FROM latest),
 }
 
 // Check 3: what trackd.archive_progress claims against the batch log the history's trigger
-// writes (trackd.ingest_batches): no stamp beyond the highest given out, no batch id beyond the
-// highest among the batches it covers. Cheap: index lookups on a small table.
+// writes (trackd.ingest_batches) and what its pruning kept of the rows it removed
+// (trackd.ingest_batches_pruned, V0012): no stamp beyond the highest given out, no batch id
+// beyond the highest among the batches it covers. Cheap: index lookups on small tables.
 void check_archive(db::Connection& conn, Report& report) {
     auto exists = conn.query(
         "SELECT to_regclass('trackd.archive_progress') IS NOT NULL "
-        "AND to_regclass('trackd.ingest_batches') IS NOT NULL");
+        "AND to_regclass('trackd.ingest_batches') IS NOT NULL, "
+        "to_regclass('trackd.ingest_batches_pruned') IS NOT NULL");
     report.archive_checked = exists.at(0, 0) == "t";
     if (!report.archive_checked) return;
-    auto r = conn.query(R"(
+    // Before V0012 nothing was pruned.
+    const std::string pruned =
+        exists.at(0, 1) == "t"
+            ? "(SELECT pruned_seq, max_ingest_batch_id FROM trackd.ingest_batches_pruned)"
+            : "(SELECT NULL::bigint AS pruned_seq, NULL::bigint AS max_ingest_batch_id)";
+    auto r = conn.query(fmt::format(R"(
 SELECT format('%s.%s.%s', p.catalog_name, p.table_namespace, p.table_name),
        p.archived_seq, p.max_ingest_batch_id, b.max_seq, b.max_batch,
        p.archived_seq > coalesce(b.max_seq, 0),
        coalesce(p.max_ingest_batch_id > coalesce(b.max_batch, 0), false)
   FROM trackd.archive_progress p
+  LEFT JOIN {} w ON true
   CROSS JOIN LATERAL (
-    SELECT (SELECT max(archive_seq) FROM trackd.ingest_batches) AS max_seq,
-           (SELECT max(ingest_batch_id) FROM trackd.ingest_batches
-             WHERE archive_seq <= p.archived_seq) AS max_batch) b
- ORDER BY 1)");
+    SELECT greatest((SELECT max(archive_seq) FROM trackd.ingest_batches), w.pruned_seq) AS max_seq,
+           greatest((SELECT max(ingest_batch_id) FROM trackd.ingest_batches
+                      WHERE archive_seq <= p.archived_seq),
+                    CASE WHEN w.pruned_seq <= p.archived_seq
+                         THEN w.max_ingest_batch_id END) AS max_batch) b
+ ORDER BY 1)",
+                                    pruned));
     report.archive_tables = r.rows();
     for (int i = 0; i < r.rows(); ++i) {
         const std::string table = r.at(i, 0);
         if (r.at(i, 5) == "t") {
             report.archive.push_back(ArchiveViolation{
                 table, fmt::format("archived_seq {} but the highest archive_seq stamped in "
-                                   "trackd.ingest_batches is {}",
+                                   "trackd.ingest_batches (pruned rows included) is {}",
                                    r.at(i, 1), r.get(i, 3).value_or("none"))});
         }
         if (r.at(i, 6) == "t") {
             report.archive.push_back(ArchiveViolation{
                 table,
                 fmt::format("max_ingest_batch_id {} but the highest batch with archive_seq <= {} "
-                            "in trackd.ingest_batches is {}",
+                            "in trackd.ingest_batches (pruned rows included) is {}",
                             r.at(i, 2), r.at(i, 1), r.get(i, 4).value_or("none"))});
         }
     }

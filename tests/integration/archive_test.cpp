@@ -486,6 +486,74 @@ TEST(Archive, MaintenanceAfter200CommitsExpiresMergesAndDeletesOrphans) {
     expect_exact(a.check("compare"));
 }
 
+// The batch ledger (trackd.ingest_batches) loses the rows of batches every archive table holds
+// when maintenance runs and keeps what they said in its watermark; a table behind holds the
+// pruning back; archiving goes on from where it was (every history row in the table exactly
+// once). The audit's reading of the watermark: Audit.CleanIngestThenPlantedViolations.
+TEST(Archive, MaintenancePrunesTheLedgerOfArchivedBatches) {
+    TestDatabase db("archledger");
+    const auto m = migrate(db);
+    ASSERT_EQ(m.exit_code, 0) << m.output;
+    ArchiveFixture a(db.dsn(), "archledger");
+    db::Connection conn(db.dsn(), "test");
+    auto insert = [&](int batch) {
+        conn.query(
+            "INSERT INTO trackd.vehicle_telemetry_history SELECT 'veh-' || g, now() - g * "
+            "interval '1 second', ST_SetSRID(ST_MakePoint(13 + g * 0.01, 52, 0), 4326), 10, NULL, "
+            "NULL, NULL, $1::bigint, 0, $1::bigint * 100 + g FROM generate_series(1, 7) g",
+            {std::to_string(batch)});
+    };
+    const auto value = [&](const std::string& sql) { return query_int(db.dsn(), sql); };
+    const auto watermark = [&] {
+        auto r = conn.query(
+            "SELECT pruned_seq, max_ingest_batch_id, batches, history_rows FROM "
+            "trackd.ingest_batches_pruned");
+        EXPECT_EQ(r.rows(), 1);
+        return r.rows() == 1
+                   ? fmt::format("{} {} {} {}", r.at(0, 0), r.at(0, 1), r.at(0, 2), r.at(0, 3))
+                   : std::string();
+    };
+    for (int i = 1; i <= 5; ++i) insert(i);
+    auto once = a.archive("--once");
+    ASSERT_EQ(once.exit_code, 0) << once.output;
+    insert(6);  // committed, not archived (not even stamped)
+
+    auto r = a.archive("maintain");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(", 5 ledger batches pruned"), std::string::npos) << r.output;
+    EXPECT_EQ(value("SELECT count(*) FROM trackd.ingest_batches"), 1);
+    EXPECT_EQ(value("SELECT ingest_batch_id FROM trackd.ingest_batches"), 6);
+    EXPECT_EQ(watermark(), "5 5 5 35") << "pruned_seq, max batch id, batches, history rows";
+
+    // Archiving goes on past the pruned batches; the next maintenance prunes batch 6 too.
+    once = a.archive("--once");
+    ASSERT_EQ(once.exit_code, 0) << once.output;
+    EXPECT_NE(once.output.find("archived 7 rows in 1 commits"), std::string::npos) << once.output;
+    expect_exact(a.check("compare"));
+    r = a.archive("maintain");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(", 1 ledger batches pruned"), std::string::npos) << r.output;
+    EXPECT_EQ(value("SELECT count(*) FROM trackd.ingest_batches"), 0);
+    EXPECT_EQ(watermark(), "6 6 6 42");
+
+    // A second archive table at archive_seq 6: batch 7, stamped and archived into the first
+    // table only, keeps its ledger row.
+    conn.query(
+        "INSERT INTO trackd.archive_progress (catalog_name, table_namespace, table_name, "
+        "archived_seq, max_ingest_batch_id, metadata_location) "
+        "VALUES ('trackd', 'trackd', 'behind', 6, 6, 'file:///nowhere')");
+    insert(7);
+    once = a.archive("--once");
+    ASSERT_EQ(once.exit_code, 0) << once.output;
+    EXPECT_NE(once.output.find("archived 7 rows in 1 commits"), std::string::npos) << once.output;
+    r = a.archive("maintain");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(", 0 ledger batches pruned"), std::string::npos) << r.output;
+    EXPECT_EQ(value("SELECT ingest_batch_id FROM trackd.ingest_batches WHERE archive_seq = 7"), 7);
+    EXPECT_EQ(watermark(), "6 6 6 42");
+    expect_exact(a.check("compare"));
+}
+
 // Orphan clean-up and snapshot expiry on a bucket, by listing and deleting objects: an archiver
 // killed between its uploads and its commit leaves objects nothing references (a data file, a
 // manifest, a metadata file), and a stray object is put beside them. With the age margin they

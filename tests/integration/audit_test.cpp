@@ -208,6 +208,33 @@ TEST(Audit, CleanIngestThenPlantedViolations) {
     EXPECT_EQ(archive["violations"], 5);
     ASSERT_EQ(archive["archive"]["violations"].size(), 2U);
     EXPECT_EQ(archive["archive"]["violations"][0]["table"], "trackd.trackd.planted");
+
+    // (f) The same after the ledger is pruned (V0012): every batch stamped as the archiver does,
+    // the planted table claims exactly what was stamped (no archive violation), and its rows
+    // go from trackd.ingest_batches into the watermark; the audit reads both. Claiming one
+    // stamp and one batch more than there are is again two violations.
+    conn.query(
+        "UPDATE trackd.ingest_batches b SET archive_seq = nextval('trackd.archive_seq') FROM "
+        "(SELECT ingest_batch_id FROM trackd.ingest_batches ORDER BY ingest_batch_id) s "
+        "WHERE b.ingest_batch_id = s.ingest_batch_id");
+    conn.query(
+        "UPDATE trackd.archive_progress SET archived_seq = (SELECT max(archive_seq) FROM "
+        "trackd.ingest_batches), max_ingest_batch_id = (SELECT max(ingest_batch_id) FROM "
+        "trackd.ingest_batches) WHERE table_name = 'planted'");
+    const auto batches = conn.query("SELECT count(*) FROM trackd.ingest_batches").at(0, 0);
+    EXPECT_EQ(audit_json(h, "--since 1d", 1)["violations"], 3) << "none of the archive";
+    EXPECT_EQ(conn.query("SELECT trackd.prune_ingest_batches()").at(0, 0), batches);
+    EXPECT_EQ(conn.query("SELECT count(*) FROM trackd.ingest_batches").at(0, 0), "0");
+    const auto pruned = audit_json(h, "--since 1d", 1);
+    EXPECT_EQ(pruned["violations"], 3) << pruned.dump();
+    EXPECT_EQ(pruned["archive"]["violations"].size(), 0U) << pruned.dump();
+    conn.query(
+        "UPDATE trackd.archive_progress SET archived_seq = archived_seq + 1, max_ingest_batch_id "
+        "= max_ingest_batch_id + 1 WHERE table_name = 'planted'");
+    const auto ahead = audit_json(h, "--since 1d", 1);
+    EXPECT_EQ(ahead["violations"], 5);
+    ASSERT_EQ(ahead["archive"]["violations"].size(), 2U) << ahead.dump();
+    EXPECT_EQ(ahead["archive"]["violations"][1]["table"], "trackd.trackd.planted");
 }
 
 }  // namespace

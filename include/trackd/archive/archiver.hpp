@@ -33,6 +33,7 @@ struct MaintainReport {
     int files_deleted = 0;
     int orphans_deleted = 0;
     int partitions_dropped = 0;
+    std::int64_t batches_pruned = 0;  // from the ledger trackd.ingest_batches (V0012)
 };
 
 struct CompactReport {

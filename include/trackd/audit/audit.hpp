@@ -6,7 +6,8 @@
 //     information (transaction markers, compacted topics), never a violation;
 //  2. current state: each vehicle's row is its latest history row by (recorded_at, kafka_offset),
 //     and the vehicles of both tables are the same;
-//  3. archive: trackd.archive_progress claims no batch that trackd.ingest_batches lacks.
+//  3. archive: trackd.archive_progress claims no batch that trackd.ingest_batches (with what its
+//     pruning left in trackd.ingest_batches_pruned) lacks.
 //
 // Contract: run() reads in one REPEATABLE READ READ ONLY transaction, so a running trackd is
 // seen at one instant (a batch is either wholly there or not at all) and nothing is written; it
