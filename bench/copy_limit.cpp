@@ -11,6 +11,7 @@
 //       of trackd's current-state upsert). Adds a btree index on ingest_batch_id to SRC first.
 //   trackd-bench-copy-limit load --dsn DST --dir DIR [--no-upsert] [--explain-batch N]
 //                                [--connections N] [--layout closed|hot]
+//                                [--history-target parent|partition]
 //       Loads those files batch by batch into DST (a fresh `trackd migrate`d database), each
 //       batch one transaction: COPY (FORMAT binary) into trackd.vehicle_telemetry_history, COPY
 //       into a temporary staging table, the same INSERT ... ON CONFLICT as trackd's sink, COMMIT.
@@ -25,6 +26,10 @@
 //       --layout hot first gives DST's partitions not yet past the hot indexes of
 //       postgis.defer_indexes instead of the closed ones (the new layout's COPY limit); the
 //       default, closed, loads into the schema as migrated (every index maintained).
+//       --history-target partition COPYs each batch straight into the time partition that
+//       holds all its rows, after inserting its trackd.ingest_batches row, as trackd's sink does
+//       (the default, parent, COPYs into the partitioned table, whose ledger trigger then
+//       records the batch); a batch whose rows span partitions still goes through the parent.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -237,9 +242,24 @@ int run_export(const std::string& dsn, const fs::path& dir, Order row_order) {
     return 0;
 }
 
-// Binary COPY: 19-byte header, then per tuple an int16 field count and the fields.
-std::size_t count_rows(const std::string& data) {
+// What a binary COPY file of history rows holds: rows, the range of recorded_at (field 1,
+// microseconds since 2000-01-01) and the batch id (field 7, the same in every row).
+struct CopyScan {
     std::size_t rows = 0;
+    std::int64_t min_time = 0;
+    std::int64_t max_time = 0;
+    std::int64_t batch_id = 0;
+};
+
+std::int64_t be64(const std::string& data, std::size_t at) {
+    std::uint64_t v = 0;
+    for (int k = 0; k < 8; ++k) v = (v << 8U) | static_cast<unsigned char>(data[at + k]);
+    return static_cast<std::int64_t>(v);
+}
+
+// Binary COPY: 19-byte header, then per tuple an int16 field count and the fields.
+CopyScan scan_copy(const std::string& data) {
+    CopyScan s;
     std::size_t at = 19;
     while (at + 2 <= data.size()) {
         const auto fields = static_cast<std::int16_t>((static_cast<unsigned char>(data[at]) << 8U) |
@@ -251,12 +271,20 @@ std::size_t count_rows(const std::string& data) {
             for (int k = 0; k < 4; ++k)
                 len = (len << 8U) | static_cast<unsigned char>(data[at + k]);
             at += 4;
+            if (len == 8 && f == 1) {
+                const auto t = be64(data, at);
+                s.min_time = s.rows == 0 ? t : std::min(s.min_time, t);
+                s.max_time = s.rows == 0 ? t : std::max(s.max_time, t);
+            } else if (len == 8 && f == 7) {
+                s.batch_id = be64(data, at);
+            }
             if (len != 0xFFFFFFFFU) at += len;
         }
-        ++rows;
+        ++s.rows;
     }
-    return rows;
+    return s;
 }
+std::size_t count_rows(const std::string& data) { return scan_copy(data).rows; }
 
 struct LoadBatch {
     std::string name;
@@ -265,6 +293,10 @@ struct LoadBatch {
     std::string current;
     std::size_t rows = 0;
     std::size_t stage_rows = 0;
+    // With --history-target partition: the time partition holding every row (empty: the
+    // parent table) and the batch id for the ledger row.
+    std::string target;
+    std::int64_t batch_id = 0;
 };
 
 struct LoadTotals {
@@ -297,7 +329,18 @@ void load_connection(const std::string& dsn, const std::vector<const LoadBatch*>
             const auto t0 = Clock::now();
             db.exec("BEGIN");
             const auto t1 = Clock::now();
-            db.copy_in(copy_history, b->history);
+            if (b->target.empty()) {
+                db.copy_in(copy_history, b->history);
+            } else {
+                // As trackd's sink: the batch's ledger row itself, then the rows straight into
+                // their partition (no routing, no transition table, multi-row inserts).
+                db.exec(
+                    "INSERT INTO trackd.ingest_batches (ingest_batch_id, history_rows) VALUES (" +
+                    std::to_string(b->batch_id) + ", " + std::to_string(b->rows) + ")");
+                db.copy_in(
+                    "COPY trackd." + b->target + " (" + kColumns + ") FROM STDIN (FORMAT binary)",
+                    b->history);
+            }
             const auto t2 = Clock::now();
             auto t3 = t2;
             auto t4 = t2;
@@ -342,9 +385,33 @@ constexpr const char* kHotLayout =
     "r.partition_name || i.suffix, r.partition_name, i.definition); END LOOP; "
     "END LOOP; END $hot$";
 
+// A time partition by its bounds in microseconds since 2000-01-01 (binary COPY's timestamps).
+struct PartitionBounds {
+    std::string name;
+    std::int64_t from = 0;
+    std::int64_t to = 0;
+};
+
+std::vector<PartitionBounds> history_partitions(const std::string& dsn) {
+    std::vector<PartitionBounds> out;
+    for (const auto& line : Db(dsn).column(
+             "SELECT partition_name || ' ' || ((extract(epoch FROM range_from) - 946684800) * "
+             "1000000)::int8 || ' ' || ((extract(epoch FROM range_to) - 946684800) * "
+             "1000000)::int8 "
+             "FROM trackd.history_partitions() WHERE NOT is_default")) {
+        std::istringstream in(line);
+        PartitionBounds p;
+        in >> p.name >> p.from >> p.to;
+        out.push_back(p);
+    }
+    return out;
+}
+
 int run_load(const std::string& dsn, const fs::path& dir, bool upsert, std::size_t explain_batch,
-             int connections, bool hot) {
+             int connections, bool hot, bool to_partition) {
     if (hot) Db(dsn).exec(kHotLayout);
+    const auto partitions = to_partition ? history_partitions(dsn) : std::vector<PartitionBounds>{};
+    std::size_t routed = 0;
     std::vector<fs::path> files;
     for (const auto& e : fs::directory_iterator(dir)) {
         const auto name = e.path().filename().string();
@@ -365,7 +432,15 @@ int run_load(const std::string& dsn, const fs::path& dir, bool upsert, std::size
         b.partition = p == std::string::npos ? 0 : std::atoi(b.name.c_str() + p + 2);
         b.history = read_file(f);
         if (upsert) b.current = read_file(dir / (b.name + ".current.copy"));
-        b.rows = count_rows(b.history);
+        const auto scan = scan_copy(b.history);
+        b.rows = scan.rows;
+        b.batch_id = scan.batch_id;
+        for (const auto& part : partitions) {
+            if (scan.rows > 0 && scan.min_time >= part.from && scan.max_time < part.to) {
+                b.target = part.name;
+            }
+        }
+        if (to_partition && b.target.empty()) ++routed;
         b.stage_rows = upsert ? count_rows(b.current) : 0;
         rows += b.rows;
         stage_rows += b.stage_rows;
@@ -415,8 +490,9 @@ int run_load(const std::string& dsn, const fs::path& dir, bool upsert, std::size
     // Statement times are summed over the connections (connection-seconds).
     std::printf(
         "begin_s=%.3f\ncopy_history_s=%.3f\ncopy_stage_s=%.3f\nupsert_s=%.3f\ncommit_s=%.3f\n"
-        "backend_cpu_s=%.2f\n",
-        sum.begin, sum.history, sum.stage, sum.upsert, sum.commit, sum.backend_cpu);
+        "backend_cpu_s=%.2f\nbatches_through_parent=%zu\n",
+        sum.begin, sum.history, sum.stage, sum.upsert, sum.commit, sum.backend_cpu,
+        to_partition ? routed : batches.size());
     return 0;
 }
 
@@ -425,7 +501,8 @@ int usage() {
                  "usage: trackd-bench-copy-limit export --dsn DSN --dir DIR [--order "
                  "time|vehicle|space]\n"
                  "       trackd-bench-copy-limit load --dsn DSN --dir DIR [--no-upsert] "
-                 "[--explain-batch N] [--connections N] [--layout closed|hot]\n");
+                 "[--explain-batch N] [--connections N] [--layout closed|hot] "
+                 "[--history-target parent|partition]\n");
     return 2;
 }
 
@@ -441,6 +518,7 @@ int main(int argc, char** argv) {
     int connections = 1;
     Order order = Order::vehicle;
     bool hot = false;
+    bool to_partition = false;
     for (int i = 2; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--dsn" && i + 1 < argc) {
@@ -459,6 +537,10 @@ int main(int argc, char** argv) {
             const std::string l = argv[++i];
             if (l != "closed" && l != "hot") return usage();
             hot = l == "hot";
+        } else if (a == "--history-target" && i + 1 < argc) {
+            const std::string t = argv[++i];
+            if (t != "parent" && t != "partition") return usage();
+            to_partition = t == "partition";
         } else if (a == "--no-upsert") {
             upsert = false;
         } else {
@@ -468,7 +550,8 @@ int main(int argc, char** argv) {
     if (dsn.empty() || dir.empty()) return usage();
     try {
         if (cmd == "export") return run_export(dsn, dir, order);
-        if (cmd == "load") return run_load(dsn, dir, upsert, explain_batch, connections, hot);
+        if (cmd == "load")
+            return run_load(dsn, dir, upsert, explain_batch, connections, hot, to_partition);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "trackd-bench-copy-limit: %s\n", e.what());
         return 1;
