@@ -203,6 +203,116 @@ TEST_F(PostgisSinkTest, WithDeferredIndexesHistoryRowsAreWrittenInMortonOrder) {
               "v2,v3,v4,v1");
 }
 
+// Bounds are [from, to): a time at a partition's upper bound belongs to the next one, or, in a
+// gap or outside every partition, to none (-1: the parent routes it to DEFAULT).
+TEST(RouteToPartitions, EachTimeToThePartitionWhoseRangeHoldsIt) {
+    using sink::postgis::HistoryPartition;
+    const std::vector<HistoryPartition> parts = {
+        {"trackd.a", 1, 100, 200}, {"trackd.b", 2, 200, 300}, {"trackd.c", 3, 400, 500}};
+    EXPECT_EQ(sink::postgis::route_to_partitions(
+                  parts, {99, 100, 199, 200, 299, 300, 399, 400, 499, 500, -5}),
+              (std::vector<int>{-1, 0, 0, 1, 1, -1, -1, 2, 2, -1, -1}));
+    EXPECT_EQ(sink::postgis::route_to_partitions({}, {100}), (std::vector<int>{-1}));
+}
+
+// History rows go straight into their time partition, not through the partitioned table (whose
+// statement triggers then never fire), and the sink writes the batch's ledger row itself; a
+// row outside every partition still goes through the parent, whose trigger adds it to the
+// ledger row. A partition detached or dropped after the sink read them is noticed inside the
+// batch's transaction: its rows go through the parent (to the DEFAULT partition), none into
+// the detached table.
+TEST_F(PostgisSinkTest, HistoryRowsGoStraightIntoTheirPartitionsAndTheLedgerCountsThemOnce) {
+    config_.postgis.ddl_lock_timeout_ms = 100;
+    db::Connection conn(db_.dsn(), "test");
+    // Counts the statements that insert through the parent.
+    conn.exec_script(
+        "CREATE TABLE parent_inserts (n int NOT NULL); INSERT INTO parent_inserts VALUES (0); "
+        "CREATE FUNCTION count_parent_insert() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$BEGIN UPDATE parent_inserts SET n = n + 1; RETURN NULL; END$$; "
+        "CREATE TRIGGER parent_insert_probe AFTER INSERT ON trackd.vehicle_telemetry_history "
+        "FOR EACH STATEMENT EXECUTE FUNCTION count_parent_insert()");
+    PostgisSink sink(config_, "trackd ingest test");
+    sink.claim({0});
+    const auto base = (now_us() / kHourUs - 1) * kHourUs + kHourUs / 2;  // an hour ago
+    auto batch = [&](std::int64_t first, const std::vector<std::int64_t>& times) {
+        batch::Batch b;
+        for (std::size_t i = 0; i < times.size(); ++i) {
+            batch::Row r;
+            r.position.vehicle_id = "v" + std::to_string(i);
+            r.position.recorded_at_us = times[i];
+            r.position.longitude = 13.4;
+            r.position.latitude = 52.5;
+            r.partition = 0;
+            r.offset = first + static_cast<std::int64_t>(i);
+            b.rows.push_back(r);
+        }
+        b.next_offsets[0] = first + static_cast<std::int64_t>(times.size());
+        return b;
+    };
+    const auto ledger = [&] {
+        return value(
+            "SELECT string_agg(history_rows::text, ',' ORDER BY ingest_batch_id) FROM "
+            "trackd.ingest_batches");
+    };
+    const auto where = [&](const std::string& offsets) {
+        return value(
+            "SELECT string_agg(DISTINCT tableoid::regclass::text, ',') FROM "
+            "trackd.vehicle_telemetry_history WHERE kafka_offset IN (" +
+            offsets + ")");
+    };
+    auto r = sink.commit(batch(0, {base, base + 1000000, base + 2000000}), {{0, Fence{1, -1}}});
+    ASSERT_TRUE(r.fenced.empty());
+    const auto partition = where("0, 1, 2");
+    EXPECT_NE(partition.find("trackd.vehicle_telemetry_history_p"), std::string::npos) << partition;
+    EXPECT_EQ(value("SELECT n FROM parent_inserts"), "0") << "the rows went through the parent";
+    EXPECT_EQ(ledger(), "3");
+
+    // Partition DDL put off by a long reader: the row 20 days back has no partition and goes
+    // through the parent (its trigger counts it into the same ledger row), the others do not.
+    {
+        db::Connection reader(db_.dsn(), "qgis");
+        reader.exec_script("BEGIN; SELECT count(*) FROM trackd.vehicle_telemetry_history");
+        const auto old = (now_us() / kHourUs - 24 * 20) * kHourUs;
+        r = sink.commit(batch(3, {base + 3000000, old, base + 4000000}), {{0, Fence{1, 3}}});
+        ASSERT_TRUE(r.fenced.empty());
+        reader.exec_script("ROLLBACK");
+    }
+    EXPECT_EQ(where("4"), "trackd.vehicle_telemetry_history_default");
+    EXPECT_EQ(where("3, 5"), partition);
+    EXPECT_EQ(value("SELECT n FROM parent_inserts"), "1");
+    EXPECT_EQ(ledger(), "3,3");
+
+    // Detached behind the sink's back: the batch finds out in its transaction and writes
+    // through the parent; the rows go to the DEFAULT partition, the detached table keeps its 5.
+    conn.exec_script("ALTER TABLE trackd.vehicle_telemetry_history DETACH PARTITION " + partition);
+    r = sink.commit(batch(6, {base + 5000000, base + 6000000}), {{0, Fence{1, 6}}});
+    ASSERT_TRUE(r.fenced.empty());
+    EXPECT_EQ(where("6, 7"), "trackd.vehicle_telemetry_history_default");
+    EXPECT_EQ(value("SELECT count(*) FROM " + partition), "5");
+    EXPECT_EQ(ledger(), "3,3,2");
+    EXPECT_EQ(value("SELECT count(*) FROM trackd.vehicle_telemetry_history"), "3");
+
+    // Dropped: the partition made again for the same day (its rows 6 and 7 move in from the
+    // DEFAULT partition), read by a new sink that writes into it, then dropped.
+    conn.exec_script("DROP TABLE " + partition);
+    conn.query(
+        "SELECT trackd.create_history_partitions(to_timestamp($1::float8 / 1e6), "
+        "to_timestamp($1::float8 / 1e6) + interval '1 second', 'day')",
+        {std::to_string(base)});
+    PostgisSink again(config_, "trackd ingest test 2");
+    ASSERT_EQ(again.claim({0}).at(0).epoch, 2);
+    r = again.commit(batch(8, {base + 7000000}), {{0, Fence{2, 8}}});
+    ASSERT_TRUE(r.fenced.empty());
+    EXPECT_EQ(where("6, 7, 8"), partition);
+    EXPECT_EQ(value("SELECT n FROM parent_inserts"), "2") << "batch 8 went straight in";
+    conn.exec_script("DROP TABLE " + partition);
+    r = again.commit(batch(9, {base + 8000000}), {{0, Fence{2, 9}}});
+    ASSERT_TRUE(r.fenced.empty());
+    EXPECT_EQ(where("9"), "trackd.vehicle_telemetry_history_default");
+    EXPECT_EQ(ledger(), "3,3,2,1,1");
+    EXPECT_EQ(value("SELECT next_offset FROM trackd.kafka_offsets"), "10");
+}
+
 TEST_F(PostgisSinkTest, ASecondGroupOnTheTopicIsRefusedByName) {
     {
         db::Connection conn(db_.dsn(), "test");

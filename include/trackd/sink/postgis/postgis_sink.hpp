@@ -1,8 +1,9 @@
 // sink::Sink on PostgreSQL/PostGIS (include/trackd/sink/sink.hpp states the contract): COPY
-// binary of the history rows in time order, the current state through a staging table and one
-// upsert, dead letters through a staging table ON CONFLICT DO NOTHING, the conditional offsets
-// update first. Partition DDL waits at most postgis.ddl_lock_timeout_ms and is tried again
-// later. Owned by one thread.
+// binary of the history rows straight into their time partitions (the batch's ledger row
+// written by the sink), the current state through a staging table and one upsert, dead
+// letters through a staging table ON CONFLICT DO NOTHING, the conditional offsets update
+// first. Partition DDL waits at most postgis.ddl_lock_timeout_ms and is tried again later.
+// Owned by one thread.
 #pragma once
 
 #include <chrono>
@@ -35,6 +36,21 @@ namespace trackd::sink::postgis {
 // transaction is on that table.)
 bool default_partition_race(const db::DbError& e);
 
+// A time partition of the history the sink COPYs into directly: rows with recorded_at in
+// [from_us, to_us) (microseconds since the Unix epoch).
+struct HistoryPartition {
+    std::string table;  // schema-qualified, quoted: trackd."vehicle_telemetry_history_p20261202"
+    std::int64_t oid = 0;
+    std::int64_t from_us = 0;
+    std::int64_t to_us = 0;
+};
+
+// The partition of each time in `times` among `partitions` (sorted by from_us, not
+// overlapping): its index, or -1 where none holds it (the parent routes such a row, to the
+// DEFAULT partition).
+std::vector<int> route_to_partitions(const std::vector<HistoryPartition>& partitions,
+                                     const std::vector<std::int64_t>& times);
+
 class PostgisSink final : public Sink {
   public:
     PostgisSink(const config::Config& config, std::string application_name);
@@ -57,6 +73,13 @@ class PostgisSink final : public Sink {
   private:
     db::Connection& connection();
     void ensure_partitions(const batch::Batch& batch);
+    // The partition of each row of `batch` (route_to_partitions), reading the partitions
+    // again when they are not known or when a row falls outside them (at most every 10 s).
+    std::vector<int> route(const batch::Batch& batch);
+    // BEGIN and the batch id; when `target` sends rows straight into partitions, also the
+    // batch's ledger row, and false when one of those partitions is no longer attached (the
+    // transaction is then to be rolled back).
+    bool begin_batch(db::Connection& conn, const std::vector<int>& target, std::int64_t& batch_id);
     static void prepare_session(db::Connection& conn);
 
     const config::Config& config_;
@@ -68,6 +91,13 @@ class PostgisSink final : public Sink {
     // The time range (us) of the rows committed while partition DDL was put off: they went to
     // the DEFAULT partition, and the next try covers their range too, which moves them out.
     std::optional<std::pair<std::int64_t, std::int64_t>> deferred_range_;
+    // The partitions rows are COPYed into directly; read again when partitions_stale_.
+    std::vector<HistoryPartition> partitions_;
+    bool partitions_stale_ = true;
+    std::chrono::steady_clock::time_point partitions_read_at_{};
+    // After a failed commit that wrote into partitions directly, the next one goes through
+    // the parent table: whatever broke, one way of writing always works.
+    bool parent_only_next_ = false;
 };
 
 }  // namespace trackd::sink::postgis
