@@ -225,8 +225,8 @@ SELECT (SELECT count(*) FROM latest),
     }
 }
 
-// Check 3: what trackd.archive_progress claims against the batch log the history's trigger
-// writes (trackd.ingest_batches) and what its pruning kept of the rows it removed
+// Check 3: what trackd.archive_progress claims against the batch log (trackd.ingest_batches,
+// written by the sink and the history's trigger) and what its pruning kept of the rows it removed
 // (trackd.ingest_batches_pruned, V0012): no stamp beyond the highest given out, no batch id
 // beyond the highest among the batches it covers. Cheap: index lookups on small tables.
 void check_archive(db::Connection& conn, Report& report) {
