@@ -179,7 +179,7 @@ struct Archiver::Impl {
     }
 
     // The ledger rows of batches every archive table holds (docs/archive.md, "The ledger").
-    std::int64_t prune_ledger() {
+    std::int64_t prune_ledger() const {
         return std::stoll(conn->query("SELECT trackd.prune_ingest_batches()").at(0, 0));
     }
 
