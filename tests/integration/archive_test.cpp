@@ -51,6 +51,17 @@ bool wait_for_value(const std::string& dsn, const std::string& sql, std::int64_t
     return false;
 }
 
+// Seven history rows of batch `batch` (3 vehicles, offsets batch * 100 + 1..7), written `batch`
+// minutes and a few seconds back, as a DBA's INSERT through the partitioned table would.
+void insert_small_batch(db::Connection& conn, int batch) {
+    conn.query(
+        "INSERT INTO trackd.vehicle_telemetry_history SELECT 'veh-' || (g % 3), now() - g * "
+        "interval '1 second' - $1::int * interval '1 minute', ST_SetSRID(ST_MakePoint(13 + g * "
+        "0.01, 52, 0), 4326), 10, NULL, NULL, NULL, $1::bigint, 0, $1::bigint * 100 + g FROM "
+        "generate_series(1, 7) g",
+        {std::to_string(batch)});
+}
+
 // Batches not yet in the archive (0: all of them are).
 constexpr const char* kAllArchived =
     "SELECT count(*) FROM trackd.ingest_batches WHERE archive_seq IS NULL OR archive_seq > "
@@ -412,15 +423,7 @@ TEST(Archive, MaintenanceAfter200CommitsExpiresMergesAndDeletesOrphans) {
     ASSERT_EQ(m.exit_code, 0) << m.output;
     ArchiveFixture a(db.dsn(), "archmaint");
     db::Connection conn(db.dsn(), "test");
-    auto insert = [&](int batch) {
-        conn.query(
-            "INSERT INTO trackd.vehicle_telemetry_history SELECT 'veh-' || (g % 3), now() - g * "
-            "interval '1 second' - $1::bigint::int * interval '1 minute', "
-            "ST_SetSRID(ST_MakePoint(13 + g * "
-            "0.01, 52, 0), 4326), 10, NULL, NULL, NULL, $1::bigint, 0, $1::bigint * 100 + g FROM "
-            "generate_series(1, 7) g",
-            {std::to_string(batch)});
-    };
+    auto insert = [&](int batch) { insert_small_batch(conn, batch); };
     for (int i = 1; i <= 200; ++i) insert(i);
     {
         // One snapshot per batch, in one run.
@@ -496,13 +499,7 @@ TEST(Archive, MaintenancePrunesTheLedgerOfArchivedBatches) {
     ASSERT_EQ(m.exit_code, 0) << m.output;
     ArchiveFixture a(db.dsn(), "archledger");
     db::Connection conn(db.dsn(), "test");
-    auto insert = [&](int batch) {
-        conn.query(
-            "INSERT INTO trackd.vehicle_telemetry_history SELECT 'veh-' || g, now() - g * "
-            "interval '1 second', ST_SetSRID(ST_MakePoint(13 + g * 0.01, 52, 0), 4326), 10, NULL, "
-            "NULL, NULL, $1::bigint, 0, $1::bigint * 100 + g FROM generate_series(1, 7) g",
-            {std::to_string(batch)});
-    };
+    auto insert = [&](int batch) { insert_small_batch(conn, batch); };
     const auto value = [&](const std::string& sql) { return query_int(db.dsn(), sql); };
     const auto watermark = [&] {
         auto r = conn.query(
@@ -567,14 +564,7 @@ TEST(ArchiveS3, OrphansAndExpiredSnapshotsAreDeletedFromTheBucket) {
     ASSERT_EQ(m.exit_code, 0) << m.output;
     ArchiveFixture a(db.dsn(), "archs3maint", kJdbcS3);
     db::Connection conn(db.dsn(), "test");
-    auto insert = [&](int batch) {
-        conn.query(
-            "INSERT INTO trackd.vehicle_telemetry_history SELECT 'veh-' || (g % 3), now() - g * "
-            "interval '1 second' - $1::int * interval '1 minute', ST_SetSRID(ST_MakePoint(13 + g "
-            "* 0.01, 52, 0), 4326), 10, NULL, NULL, NULL, $1::bigint, 0, $1::bigint * 100 + g "
-            "FROM generate_series(1, 7) g",
-            {std::to_string(batch)});
-    };
+    auto insert = [&](int batch) { insert_small_batch(conn, batch); };
     // Six commits, each at least one data file in today's partition (the rows lie within the
     // last few minutes; across midnight UTC some fall on yesterday: still one partition each).
     for (int i = 1; i <= 6; ++i) {
