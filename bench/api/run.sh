@@ -7,9 +7,10 @@
 # (bench/api/load.sql), starts `trackd run` with the API on 127.0.0.1:${BENCH_PORT:-18181}, then for
 # each of bbox, nearby and geofence-inside runs wrk against the endpoint and, right after,
 # pgbench with a script file of the SQL trackd prepares for it (bench/api/*.sql), same parameter
-# distributions. Prints requests/s and latency percentiles of both and their ratio, and appends
-# them to bench/RESULTS.md. Knobs (environment): BENCH_SECONDS (10), BENCH_CONNECTIONS (wrk, 16),
-# BENCH_PG_CLIENTS (pgbench, 4 = the API's pool), BENCH_HTTP_THREADS (4).
+# distributions. Prints requests/s and latency percentiles of both, their ratio and trackd's own
+# CPU per request, and appends them to bench/RESULTS.md. Knobs (environment): BENCH_SECONDS (10),
+# BENCH_CONNECTIONS (wrk, 16), BENCH_PG_CLIENTS (pgbench, 4 = the API's pool), BENCH_HTTP_THREADS
+# (4).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -34,7 +35,7 @@ export BENCH_DIR="$here" BENCH_TOKEN="$api_token"
 for name in bbox nearby inside; do
   api_measure "$name" "http://127.0.0.1:$port" "$here/$name.lua" "$here/$name.sql" \
     "$seconds" "$conns" "$pg_clients" "$db"
-  rows[$name]="| $name | $m_http_rps | $m_h50 / $m_h90 / $m_h99 | $m_pg_tps | $m_p50 / $m_p90 / $m_p99 | $m_ratio |"
+  rows[$name]="| $name | $m_http_rps | $m_h50 / $m_h90 / $m_h99 | $m_pg_tps | $m_p50 / $m_p90 / $m_p99 | $m_ratio | $m_trackd_us |"
 done
 
 table=$(cat <<TABLE
@@ -48,8 +49,8 @@ table=$(cat <<TABLE
   http.pool_size=$pg_clients; pgbench -M prepared -c$pg_clients -j2 with bench/api/*.sql
 - requests: bbox 0.1°×0.1° limit=100; nearby radius_m=5000 limit=10; inside a random zone limit=100
 
-| endpoint | trackd req/s | trackd p50 / p90 / p99 ms | SQL tps (pgbench) | SQL p50 / p90 / p99 ms | trackd / SQL |
-|---|---|---|---|---|---|
+| endpoint | trackd req/s | trackd p50 / p90 / p99 ms | SQL tps (pgbench) | SQL p50 / p90 / p99 ms | trackd / SQL | trackd CPU µs per request |
+|---|---|---|---|---|---|---:|
 ${rows[bbox]}
 ${rows[nearby]}
 ${rows[inside]}

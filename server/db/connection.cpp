@@ -67,6 +67,11 @@ std::optional<std::string> Result::get(int row, int column) const {
     return std::string(PQgetvalue(res_, row, column),
                        static_cast<size_t>(PQgetlength(res_, row, column)));
 }
+std::optional<std::string_view> Result::view(int row, int column) const {
+    if (PQgetisnull(res_, row, column) != 0) return std::nullopt;
+    return std::string_view(PQgetvalue(res_, row, column),
+                            static_cast<size_t>(PQgetlength(res_, row, column)));
+}
 std::string Result::at(int row, int column) const {
     auto v = get(row, column);
     if (!v) {

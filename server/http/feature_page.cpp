@@ -13,6 +13,7 @@ void FeaturePage::add_link(std::string rel, std::string type, std::string href) 
 Response FeaturePage::respond(int rows, const WriteFeature& feature, const Cursor& cursor) const {
     const int n = std::min(rows, limit_);
     JsonWriter w;
+    w.reserve(1024 + 256 * static_cast<std::size_t>(n));  // a point feature is ~190 bytes
     w.begin_object();
     w.key("type").value("FeatureCollection");
     w.key("features").begin_array();

@@ -1,5 +1,7 @@
 #include "feature_writer.hpp"
 
+#include <charconv>
+
 #include "params.hpp"
 
 namespace trackd::http {
@@ -25,7 +27,7 @@ std::string vehicle_in_box(const std::string& box, const std::string& alias) {
 namespace {
 
 void number_or_null(JsonWriter& w, const db::Result& r, int row, int col) {
-    const auto v = r.get(row, col);
+    const auto v = r.view(row, col);
     if (v) {
         w.number_text(*v);
     } else {
@@ -33,8 +35,25 @@ void number_or_null(JsonWriter& w, const db::Result& r, int row, int col) {
     }
 }
 
+std::string_view not_null(const db::Result& r, int row, int col) {
+    const auto v = r.view(row, col);
+    if (!v) throw db::DbError("unexpected NULL in column " + std::to_string(col), "");
+    return *v;
+}
+
+std::int64_t parse_int64(std::string_view text) {
+    std::int64_t v = 0;
+    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || ptr != text.data() + text.size()) {
+        throw db::DbError("expected an integer from the database, got '" + std::string(text) + "'",
+                          "");
+    }
+    return v;
+}
+
 // The columns vehicles and positions share (0..8); `time_name` is last_updated/recorded_at.
-void write_point_feature(JsonWriter& w, const db::Result& r, int row, const std::string& id,
+// Values are written from the result's own buffers: a page of 100 features copies nothing.
+void write_point_feature(JsonWriter& w, const db::Result& r, int row, std::string_view id,
                          const char* time_name, const ExtraProperties& extra,
                          bool with_ingest_ids) {
     w.begin_object();
@@ -48,8 +67,8 @@ void write_point_feature(JsonWriter& w, const db::Result& r, int row, const std:
     w.end_array();
     w.end_object();
     w.key("properties").begin_object();
-    w.key("vehicle_id").value(r.at(row, 0));
-    w.key(time_name).value(format_rfc3339(std::stoll(r.at(row, 1))));
+    w.key("vehicle_id").value(not_null(r, row, 0));
+    w.key(time_name).value(format_rfc3339(parse_int64(not_null(r, row, 1))));
     w.key("altitude_m");
     number_or_null(w, r, row, 4);
     w.key("speed_kmh");
@@ -59,16 +78,16 @@ void write_point_feature(JsonWriter& w, const db::Result& r, int row, const std:
     w.key("accuracy_m");
     number_or_null(w, r, row, 7);
     w.key("attributes");
-    const auto attrs = r.get(row, 8);
+    const auto attrs = r.view(row, 8);
     if (attrs) {
         w.raw(*attrs);
     } else {
         w.null();
     }
     if (with_ingest_ids) {
-        w.key("ingest_batch_id").raw(r.at(row, 9));
-        w.key("kafka_partition").raw(r.at(row, 10));
-        w.key("kafka_offset").raw(r.at(row, 11));
+        w.key("ingest_batch_id").raw(not_null(r, row, 9));
+        w.key("kafka_partition").raw(not_null(r, row, 10));
+        w.key("kafka_offset").raw(not_null(r, row, 11));
     }
     for (const auto& [name, json] : extra) w.key(name).raw(json);
     w.end_object();
@@ -78,7 +97,7 @@ void write_point_feature(JsonWriter& w, const db::Result& r, int row, const std:
 }  // namespace
 
 void write_vehicle(JsonWriter& w, const db::Result& r, int row, const ExtraProperties& extra) {
-    write_point_feature(w, r, row, r.at(row, 0), "last_updated", extra, false);
+    write_point_feature(w, r, row, not_null(r, row, 0), "last_updated", extra, false);
 }
 
 std::string position_id(const db::Result& r, int row) {

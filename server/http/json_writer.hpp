@@ -34,6 +34,8 @@ class JsonWriter {
     // Text that is already a JSON value (ST_AsGeoJSON output, a jsonb column).
     JsonWriter& raw(std::string_view json);
 
+    // Room for `bytes` of output up front, so that a large document is not copied as it grows.
+    void reserve(std::size_t bytes) { out_.reserve(bytes); }
     [[nodiscard]] const std::string& str() const { return out_; }
     std::string take() { return std::move(out_); }
 

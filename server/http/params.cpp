@@ -141,14 +141,35 @@ std::int64_t earliest_time_us() { return core::days_from_civil(1, 1, 1) * 86400 
 
 std::string format_rfc3339(std::int64_t us) {
     const core::CivilTime t = core::civil_time_from_us(us);
-    std::string out = fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}", t.date.year, t.date.month,
-                                  t.date.day, t.hour, t.minute, t.second);
-    if (t.microsecond != 0) {
-        std::string f = fmt::format("{:06}", t.microsecond);
-        while (f.back() == '0') f.pop_back();
-        out += "." + f;
+    if (t.date.year < 0 || t.date.year > 9999) {  // not RFC 3339; PostgreSQL allows them
+        return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z", t.date.year, t.date.month,
+                           t.date.day, t.hour, t.minute, t.second, t.microsecond);
     }
-    return out + "Z";
+    // "YYYY-MM-DDTHH:MM:SS[.ffffff]Z", written digit by digit: an API page formats one per row.
+    char buf[32];
+    char* p = buf;
+    const auto digits = [&p](unsigned v, int width) {
+        for (int i = width - 1; i >= 0; --i, v /= 10) p[i] = static_cast<char>('0' + v % 10);
+        p += width;
+    };
+    digits(static_cast<unsigned>(t.date.year), 4);
+    *p++ = '-';
+    digits(static_cast<unsigned>(t.date.month), 2);
+    *p++ = '-';
+    digits(static_cast<unsigned>(t.date.day), 2);
+    *p++ = 'T';
+    digits(static_cast<unsigned>(t.hour), 2);
+    *p++ = ':';
+    digits(static_cast<unsigned>(t.minute), 2);
+    *p++ = ':';
+    digits(static_cast<unsigned>(t.second), 2);
+    if (t.microsecond != 0) {
+        *p++ = '.';
+        digits(static_cast<unsigned>(t.microsecond), 6);
+        while (p[-1] == '0') --p;
+    }
+    *p++ = 'Z';
+    return {buf, p};
 }
 
 TimeInterval parse_datetime(const std::string& name, const std::string& text) {

@@ -51,6 +51,8 @@ class Result {
     [[nodiscard]] int rows() const;
     [[nodiscard]] int columns() const;
     [[nodiscard]] std::optional<std::string> get(int row, int column) const;
+    // The value without a copy, valid while this Result lives; nullopt if it is NULL.
+    [[nodiscard]] std::optional<std::string_view> view(int row, int column) const;
     // The value, or throws if it is NULL.
     [[nodiscard]] std::string at(int row, int column) const;
     // Number of rows an INSERT/UPDATE/DELETE touched.
