@@ -1,8 +1,9 @@
 // sink::postgis::PostgisSink against the real PostgreSQL/PostGIS, batch by batch: the contract
 // of include/trackd/sink/sink.hpp (the conditional offsets update, a replayed batch found in, the
 // fence, an offset moved underneath, idempotent dead letters, the total order of the current
-// state, the group check, partition DDL giving way to a long reader) and the session limits
-// every connection sets.
+// state, the group check, partition DDL giving way to a long reader, rows straight into their
+// partitions as far as the ingest role's grants allow) and the session limits every connection
+// sets.
 #include "trackd/sink/postgis/postgis_sink.hpp"
 
 #include <tuple>
@@ -314,6 +315,83 @@ TEST_F(PostgisSinkTest, HistoryRowsGoStraightIntoTheirPartitionsAndTheLedgerCoun
     EXPECT_EQ(where("9"), "trackd.vehicle_telemetry_history_default");
     EXPECT_EQ(ledger(), "3,3,2,1,1");
     EXPECT_EQ(value("SELECT next_offset FROM trackd.kafka_offsets"), "10");
+}
+
+// The sink with only the trackd_ingest role's privileges (the session's role set at connect):
+// it makes the day's partitions itself and writes straight into them; a partition without its
+// INSERT grant (made by hand, or revoked) gets its rows through the parent, which routes them
+// there anyway. A grant revoked under a running sink fails that batch's COPY; the batch rolls
+// back whole and is written again at once through the parent.
+TEST_F(PostgisSinkTest, AsTheIngestRoleItWritesOnlyWhereGrantedAndTheRestGoesThroughTheParent) {
+    db::Connection conn(db_.dsn(), "test");
+    conn.exec_script(
+        "CREATE TABLE parent_inserts (n int NOT NULL); INSERT INTO parent_inserts VALUES (0); "
+        "GRANT SELECT, UPDATE ON parent_inserts TO trackd_ingest; "
+        "CREATE FUNCTION count_parent_insert() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$BEGIN UPDATE parent_inserts SET n = n + 1; RETURN NULL; END$$; "
+        "CREATE TRIGGER parent_insert_probe AFTER INSERT ON trackd.vehicle_telemetry_history "
+        "FOR EACH STATEMENT EXECUTE FUNCTION count_parent_insert()");
+    const auto dsn = db_.dsn();
+    config_.pg.dsn =
+        dsn + (dsn.find('?') == std::string::npos ? "?" : "&") + "options=-crole%3Dtrackd_ingest";
+    EXPECT_EQ(db::Connection(config_.pg.dsn, "test").query("SELECT current_user").at(0, 0),
+              "trackd_ingest");
+    PostgisSink sink(config_, "trackd ingest test");
+    ASSERT_EQ(sink.claim({0}).at(0).epoch, 1);
+    const auto base = (now_us() / kHourUs - 1) * kHourUs + kHourUs / 2;  // an hour ago
+    auto batch = [&](std::int64_t first, int n) {
+        batch::Batch b;
+        for (int i = 0; i < n; ++i) {
+            batch::Row r;
+            r.position.vehicle_id = "v" + std::to_string(i);
+            r.position.recorded_at_us = base + (first + i) * 1000000;
+            r.position.longitude = 13.4;
+            r.position.latitude = 52.5;
+            r.partition = 0;
+            r.offset = first + i;
+            b.rows.push_back(r);
+        }
+        b.next_offsets[0] = first + n;
+        return b;
+    };
+    const auto where = [&](const std::string& offsets) {
+        return value(
+            "SELECT string_agg(DISTINCT tableoid::regclass::text, ',') FROM "
+            "trackd.vehicle_telemetry_history WHERE kafka_offset IN (" +
+            offsets + ")");
+    };
+    auto r = sink.commit(batch(0, 2), {{0, Fence{1, -1}}});
+    ASSERT_TRUE(r.fenced.empty());
+    const auto partition = where("0, 1");
+    EXPECT_NE(partition.find("trackd.vehicle_telemetry_history_p"), std::string::npos) << partition;
+    EXPECT_EQ(value("SELECT n FROM parent_inserts"), "0") << "the rows went through the parent";
+    EXPECT_EQ(value("SELECT has_table_privilege('trackd_ingest', '" + partition + "', 'INSERT')"),
+              "t");
+
+    conn.exec_script("REVOKE INSERT ON " + partition + " FROM trackd_ingest");
+    r = sink.commit(batch(2, 3), {{0, Fence{1, 2}}});
+    ASSERT_TRUE(r.fenced.empty());
+    EXPECT_EQ(where("2, 3, 4"), partition) << "the parent routes them into the same partition";
+    EXPECT_EQ(value("SELECT n FROM parent_inserts"), "1");
+    EXPECT_EQ(value("SELECT count(*) FROM trackd.vehicle_telemetry_history"), "5");
+    // The batch after it reads the partitions again and leaves that one out.
+    r = sink.commit(batch(5, 1), {{0, Fence{1, 5}}});
+    ASSERT_TRUE(r.fenced.empty());
+    EXPECT_EQ(value("SELECT n FROM parent_inserts"), "2");
+
+    // A sink started after the revoke never tries the partition.
+    PostgisSink again(config_, "trackd ingest test 2");
+    ASSERT_EQ(again.claim({0}).at(0).epoch, 2);
+    r = again.commit(batch(6, 1), {{0, Fence{2, 6}}});
+    ASSERT_TRUE(r.fenced.empty());
+    EXPECT_EQ(where("5, 6"), partition);
+    EXPECT_EQ(value("SELECT n FROM parent_inserts"), "3");
+    // The failed try's ledger row went with its rollback: one row per committed batch.
+    EXPECT_EQ(value("SELECT string_agg(history_rows::text, ',' ORDER BY ingest_batch_id) FROM "
+                    "trackd.ingest_batches"),
+              "2,3,1,1");
+    EXPECT_EQ(value("SELECT count(*) FROM trackd.vehicle_telemetry_history"), "7");
+    EXPECT_EQ(value("SELECT next_offset FROM trackd.kafka_offsets"), "7");
 }
 
 TEST_F(PostgisSinkTest, ASecondGroupOnTheTopicIsRefusedByName) {

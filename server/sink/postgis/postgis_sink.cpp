@@ -628,7 +628,22 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
         const std::size_t events = write_geofence_events(conn, geofence, result.ingest_batch_id);
         conn.exec_script("COMMIT");
         events::events_emitted().inc(events);
-    } catch (...) {  // a DbError, or OffsetConflict from the offsets update
+    } catch (const db::DbError& e) {
+        rollback_quietly(conn);
+        partitions_stale_ = true;
+        parent_only_next_ = direct_rows() > 0;
+        // A partition's INSERT grant revoked since the partitions were read (no lock orders a
+        // REVOKE against this batch): the same batch again at once, through the parent, which
+        // needs only the parent's grant. Nothing of the first try was committed.
+        if (parent_only_next_ && e.sqlstate() == "42501") {
+            core::log::warn(
+                "no INSERT grant on a history partition any more: the batch goes "
+                "through the partitioned table",
+                {{"error", e.what()}});
+            return commit(b, fences);
+        }
+        throw;
+    } catch (...) {  // OffsetConflict from the offsets update
         rollback_quietly(conn);
         partitions_stale_ = true;
         parent_only_next_ = direct_rows() > 0;
