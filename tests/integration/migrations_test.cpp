@@ -2,6 +2,7 @@
 // route, the schema-version guard of `trackd run`, and the DEFAULT history partition.
 #include "trackd/db/migrations.hpp"
 
+#include <atomic>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -260,6 +261,88 @@ SELECT 'veh-' || n, '2026-12-01T00:00:00Z', ST_SetSRID(ST_MakePoint(x, y, 0), 43
     r = run_command(trackd_with_db(db, "migrate"));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("schema is up to date"), std::string::npos) << r.output;
+}
+
+// A migration cut off in the middle of its work: the backend running V0011 is terminated while
+// it rewrites a current state of 300,000 vehicles (it adds the generated cell and builds its
+// GiST). The file, its schema_migrations row and every row of the table are one transaction,
+// so the database is left at V0010 with the rows as they were, `trackd migrate` says which file
+// failed, and the next run applies V0011 and the rest whole.
+TEST(Migrations, AMigrationKilledInTheMiddleOfItsRewriteLeavesThePreviousSchemaAndRows) {
+    TestDatabase db("mig_kill");
+    apply_with_psql(db, 10);
+    db::Connection conn(db.dsn(), "test");
+    conn.exec_script(R"SQL(
+INSERT INTO trackd.vehicle_current_state (vehicle_id, last_updated, geom, ingest_batch_id,
+  kafka_partition, kafka_offset)
+SELECT 'veh-' || n, '2026-12-01T00:00:00Z'::timestamptz + n * interval '1 ms',
+       ST_SetSRID(ST_MakePoint(5 + (n % 1000) * 0.01, 45 + (n / 1000) * 0.03, 0), 4326), 1, 0, n
+  FROM generate_series(1, 300000) n;
+)SQL");
+    const auto fingerprint = [&] {
+        return conn
+            .query(
+                "SELECT count(*) || ' ' || sum(hashtext(vehicle_id || ST_AsText(geom) || "
+                "kafka_offset || last_updated))::text FROM trackd.vehicle_current_state")
+            .at(0, 0);
+    };
+    const auto version = [&] {
+        return conn.query("SELECT max(version)::text FROM trackd.schema_migrations").at(0, 0);
+    };
+    const auto has_cell = [&] {
+        return conn
+            .query(
+                "SELECT count(*) FROM pg_attribute WHERE attrelid = "
+                "'trackd.vehicle_current_state'::regclass AND attname = 'cell' AND NOT "
+                "attisdropped")
+            .at(0, 0);
+    };
+    const auto before = fingerprint();
+
+    std::string v0011;
+    for (const auto& m : db::known_migrations()) {
+        if (m.version == 11) v0011 = m.sql.substr(0, 200);
+    }
+    ASSERT_FALSE(v0011.empty());
+
+    CommandResult first;
+    std::atomic<bool> done{false};
+    std::thread migrate([&] {
+        first = run_command(trackd_with_db(db, "migrate"));
+        done = true;
+    });
+    // The backend that has been running V0011's file for 100 ms (pg_stat_activity shows the
+    // start of the text the migrator sent: the file).
+    std::string killed = "0";
+    while (killed == "0" && !done) {
+        killed = conn.query(
+                         "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                         "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                         "AND state = 'active' AND starts_with(query, $1) "
+                         "AND clock_timestamp() - query_start > interval '100 ms'",
+                         {v0011})
+                     .at(0, 0);
+        if (killed == "0") std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    migrate.join();
+    ASSERT_EQ(killed, "1") << "V0011 was not caught running: " << first.output;
+    EXPECT_NE(first.exit_code, 0) << first.output;
+    EXPECT_NE(first.output.find("migration V0011__current_state_hot_updates.sql failed"),
+              std::string::npos)
+        << first.output;
+    EXPECT_EQ(version(), "10");
+    EXPECT_EQ(has_cell(), "0");
+    EXPECT_EQ(fingerprint(), before);
+
+    const auto r = run_command(trackd_with_db(db, "migrate"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(version(), std::to_string(db::expected_schema_version()));
+    EXPECT_EQ(has_cell(), "1");
+    EXPECT_EQ(fingerprint(), before);
+    EXPECT_EQ(conn.query("SELECT count(*) FROM trackd.vehicle_current_state "
+                         "WHERE NOT ST_Covers(cell, geom)")
+                  .at(0, 0),
+              "0");
 }
 
 TEST(Migrations, ChangedFileIsRefused) {
