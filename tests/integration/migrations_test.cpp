@@ -1,5 +1,6 @@
 // Migrations against the real local PostgreSQL/PostGIS: idempotence, equality with the psql
-// route, the schema-version guard of `trackd run`, and the DEFAULT history partition.
+// route, a migration cut off half-way, the schema-version guard of `trackd run`, and the DEFAULT
+// history partition.
 #include "trackd/db/migrations.hpp"
 
 #include <atomic>
