@@ -4,6 +4,8 @@
 # shellcheck disable=SC2034 # variables are used by the scripts that source this file
 
 bench_repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=bench/lock.sh
+source "$bench_repo/bench/lock.sh"
 # TRACKD_BENCH_BIN: measure binaries built elsewhere (e.g. another commit); then nothing is built
 # and TRACKD_BENCH_LABEL says what they are.
 bench_bin="${TRACKD_BENCH_BIN:-$bench_repo/build/release}"

@@ -5,6 +5,8 @@
 # shellcheck disable=SC2034 # variables are used by the scripts that source this file
 
 api_repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=bench/lock.sh
+source "$api_repo/bench/lock.sh"
 api_pg_port="${LOCAL_PG_PORT:-55432}"
 api_kafka="127.0.0.1:${LOCAL_KAFKA_PORT:-59092}"
 api_admin_dsn="postgresql://postgres@127.0.0.1:${api_pg_port}/postgres"
