@@ -44,5 +44,28 @@ TEST(JsonEscape, EveryAsciiByteRoundTripsThroughAParser) {
     }
 }
 
+// Runs that need no escape are appended at once: every byte that needs an escape (and a few
+// that do not, UTF-8 among them) at every place in strings of 1 to 24 bytes, and strings of
+// one byte repeated, give what escaping them byte by byte gives.
+TEST(JsonEscape, EveryPlaceInAWordAndEveryLengthMatchesByteByByte) {
+    const auto one_by_one = [](std::string_view s) {
+        std::string out = "[";
+        for (const char c : s) append_json_escaped(out, std::string_view(&c, 1));
+        return out;
+    };
+    const std::string special = std::string("\"\\\n\t\x01\x1f ~\x7f\x80\xc3\xff", 12) + '\0';
+    for (std::size_t len = 1; len <= 24; ++len) {
+        for (std::size_t at = 0; at < len; ++at) {
+            for (const char c : special) {
+                std::string in(len, 'a');
+                in[at] = c;
+                ASSERT_EQ(escaped(in), one_by_one(in)) << "length " << len << ", byte " << at;
+                in.assign(len, c);  // all the same
+                ASSERT_EQ(escaped(in), one_by_one(in)) << "length " << len << " of byte " << +c;
+            }
+        }
+    }
+}
+
 }  // namespace
 }  // namespace trackd::core
