@@ -72,8 +72,9 @@ std::optional<std::string_view> Result::view(int row, int column) const {
     return std::string_view(PQgetvalue(res_, row, column),
                             static_cast<size_t>(PQgetlength(res_, row, column)));
 }
-std::string Result::at(int row, int column) const {
-    auto v = get(row, column);
+std::string Result::at(int row, int column) const { return std::string(at_view(row, column)); }
+std::string_view Result::at_view(int row, int column) const {
+    const auto v = view(row, column);
     if (!v) {
         throw DbError("unexpected NULL in column " + std::string(PQfname(res_, column)), "");
     }

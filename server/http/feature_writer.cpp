@@ -35,12 +35,6 @@ void number_or_null(JsonWriter& w, const db::Result& r, int row, int col) {
     }
 }
 
-std::string_view not_null(const db::Result& r, int row, int col) {
-    const auto v = r.view(row, col);
-    if (!v) throw db::DbError("unexpected NULL in column " + std::to_string(col), "");
-    return *v;
-}
-
 std::int64_t parse_int64(std::string_view text) {
     std::int64_t v = 0;
     const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
@@ -67,8 +61,8 @@ void write_point_feature(JsonWriter& w, const db::Result& r, int row, std::strin
     w.end_array();
     w.end_object();
     w.key("properties").begin_object();
-    w.key("vehicle_id").value(not_null(r, row, 0));
-    w.key(time_name).value(format_rfc3339(parse_int64(not_null(r, row, 1))));
+    w.key("vehicle_id").value(r.at_view(row, 0));
+    w.key(time_name).value(format_rfc3339(parse_int64(r.at_view(row, 1))));
     w.key("altitude_m");
     number_or_null(w, r, row, 4);
     w.key("speed_kmh");
@@ -85,9 +79,9 @@ void write_point_feature(JsonWriter& w, const db::Result& r, int row, std::strin
         w.null();
     }
     if (with_ingest_ids) {
-        w.key("ingest_batch_id").raw(not_null(r, row, 9));
-        w.key("kafka_partition").raw(not_null(r, row, 10));
-        w.key("kafka_offset").raw(not_null(r, row, 11));
+        w.key("ingest_batch_id").raw(r.at_view(row, 9));
+        w.key("kafka_partition").raw(r.at_view(row, 10));
+        w.key("kafka_offset").raw(r.at_view(row, 11));
     }
     for (const auto& [name, json] : extra) w.key(name).raw(json);
     w.end_object();
@@ -97,7 +91,7 @@ void write_point_feature(JsonWriter& w, const db::Result& r, int row, std::strin
 }  // namespace
 
 void write_vehicle(JsonWriter& w, const db::Result& r, int row, const ExtraProperties& extra) {
-    write_point_feature(w, r, row, not_null(r, row, 0), "last_updated", extra, false);
+    write_point_feature(w, r, row, r.at_view(row, 0), "last_updated", extra, false);
 }
 
 std::string position_id(const db::Result& r, int row) {

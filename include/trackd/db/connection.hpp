@@ -55,6 +55,8 @@ class Result {
     [[nodiscard]] std::optional<std::string_view> view(int row, int column) const;
     // The value, or throws if it is NULL.
     [[nodiscard]] std::string at(int row, int column) const;
+    // The same without a copy, valid while this Result lives.
+    [[nodiscard]] std::string_view at_view(int row, int column) const;
     // Number of rows an INSERT/UPDATE/DELETE touched.
     [[nodiscard]] long affected() const;
 

@@ -412,8 +412,8 @@ bool PostgisSink::begin_batch(db::Connection& conn, const std::vector<int>& targ
     // The parent's lock first: no partition can be detached between the check here and this
     // transaction's COPY (DETACH takes the parent's ACCESS EXCLUSIVE lock; PostgreSQL refuses
     // DETACH ... CONCURRENTLY while the DEFAULT partition exists, and trackd keeps one), nor
-    // dropped (retention locks the parent the same way). The ledger row counts the rows written into partitions; for rows
-    // that go through the parent, its trigger adds theirs.
+    // dropped (retention locks the parent the same way). The ledger row counts the rows written
+    // into partitions; for rows that go through the parent, its trigger adds theirs.
     conn.exec_script(
         "BEGIN; LOCK TABLE ONLY trackd.vehicle_telemetry_history IN ACCESS SHARE MODE");
     auto r = conn.query(
