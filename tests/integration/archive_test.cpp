@@ -9,6 +9,7 @@
 // (ArchiveRestS3.*). Object-storage maintenance (orphans, expiry) is ArchiveS3.* too.
 #include <filesystem>
 #include <random>
+#include <thread>
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -549,6 +550,55 @@ TEST(Archive, MaintenancePrunesTheLedgerOfArchivedBatches) {
     EXPECT_EQ(value("SELECT ingest_batch_id FROM trackd.ingest_batches WHERE archive_seq = 7"), 7);
     EXPECT_EQ(watermark(), "6 6 6 42");
     expect_exact(a.check("compare"));
+}
+
+// A prune racing a registration: a table registering (its progress row written under the
+// prune lock, not committed yet, as Archiver::register_table does) holds a prune that starts
+// meanwhile at the lock; once the registration commits, the prune sees the new table at
+// archive_seq 0 and removes nothing the new table still needs. Without the new table the same
+// prune removes the three archived batches.
+TEST(Archive, APruneWaitsForARegistrationInFlightAndKeepsWhatTheNewTableNeeds) {
+    TestDatabase db("archprunerace");
+    const auto m = migrate(db);
+    ASSERT_EQ(m.exit_code, 0) << m.output;
+    ArchiveFixture a(db.dsn(), "archprunerace");
+    db::Connection conn(db.dsn(), "test");
+    for (int i = 1; i <= 3; ++i) insert_small_batch(conn, i);
+    const auto once = a.archive("--once");
+    ASSERT_EQ(once.exit_code, 0) << once.output;
+    const auto ledger = [&] {
+        return query_int(db.dsn(), "SELECT count(*) FROM trackd.ingest_batches");
+    };
+    ASSERT_EQ(ledger(), 3);
+
+    db::Connection registering(db.dsn(), "test registration");
+    registering.exec_script("BEGIN");
+    registering.query(
+        "SELECT pg_advisory_xact_lock(hashtextextended('trackd.ingest_batches prune', 0))");
+    registering.query(
+        "INSERT INTO trackd.archive_progress (catalog_name, table_namespace, table_name, "
+        "archived_seq, metadata_location) VALUES ('trackd', 'trackd', 'late', 0, "
+        "'file:///nowhere')");
+    std::string pruned;
+    std::thread pruning([&] {
+        db::Connection p(db.dsn(), "test prune");
+        pruned = p.query("SELECT trackd.prune_ingest_batches()").at(0, 0);
+    });
+    const bool waiting = wait_for_value(
+        db.dsn(),
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'test prune' "
+        "AND wait_event_type = 'Lock' AND wait_event = 'advisory'",
+        1, std::chrono::seconds(30));
+    EXPECT_TRUE(waiting) << "the prune did not wait for the registration's lock";
+    EXPECT_EQ(ledger(), 3);
+    registering.exec_script("COMMIT");
+    pruning.join();
+    EXPECT_EQ(pruned, "0");
+    EXPECT_EQ(ledger(), 3);
+
+    conn.query("DELETE FROM trackd.archive_progress WHERE table_name = 'late'");
+    EXPECT_EQ(conn.query("SELECT trackd.prune_ingest_batches()").at(0, 0), "3");
+    EXPECT_EQ(ledger(), 0);
 }
 
 // Orphan clean-up and snapshot expiry on a bucket, by listing and deleting objects: an archiver
