@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sourced by bench/lib.sh and bench/api/lib.sh: one benchmark at a time on this machine. Two at
+# Sourced by bench/lib.sh: one benchmark at a time on this machine. Two at
 # once measure each other (bench/RESULTS.md 2026-12-02 14:14 UTC: a freshness run that shared
 # the cores with a COPY-limit load). A benchmark that another one starts runs under its lock.
 # The lock is the running benchmark's pid in a file, not an open file descriptor: the services

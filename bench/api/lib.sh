@@ -5,8 +5,8 @@
 # shellcheck disable=SC2034 # variables are used by the scripts that source this file
 
 api_repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-# shellcheck source=bench/lock.sh
-source "$api_repo/bench/lock.sh"
+# shellcheck source=bench/lib.sh
+source "$api_repo/bench/lib.sh"  # cpu_of, and one benchmark at a time (bench/lock.sh)
 api_pg_port="${LOCAL_PG_PORT:-55432}"
 api_kafka="127.0.0.1:${LOCAL_KAFKA_PORT:-59092}"
 api_admin_dsn="postgresql://postgres@127.0.0.1:${api_pg_port}/postgres"
@@ -85,9 +85,6 @@ pg_percentiles() {
     printf "%.2f %.2f %.2f", a[int(NR*0.50)]/1000, a[int(NR*0.90)]/1000, a[int(NR*0.99)]/1000}'
 }
 
-# The CPU time (user + system, in clock ticks) process $1 has used so far.
-api_cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-
 # api_measure LABEL URL LUA SQL SECONDS CONNECTIONS PG_CLIENTS DB [pgbench options]: a 2 s
 # warm-up of both, then wrk with LUA against URL and right after pgbench with SQL on DB. Sets
 # $m_http_rps, $m_h50/$m_h90/$m_h99, $m_pg_tps, $m_p50/$m_p90/$m_p99, $m_ratio (trackd/SQL)
@@ -99,18 +96,17 @@ api_measure() {
   shift 8
   wrk -t2 -c"$conns" -d2s -s "$lua" "$url" >/dev/null
   echo "api bench: wrk $label (${seconds}s, $conns connections)"
-  local ticks0 ticks1 requests
-  ticks0=$(api_cpu_ticks "$api_trackd_pid")
+  local cpu0 cpu1 requests
+  cpu0=$(cpu_of "$api_trackd_pid")
   wrk -t2 -c"$conns" -d"${seconds}s" --latency -s "$lua" "$url" >"$api_work/wrk-$label.txt"
-  ticks1=$(api_cpu_ticks "$api_trackd_pid")
+  cpu1=$(cpu_of "$api_trackd_pid")
   if grep -q "Non-2xx" "$api_work/wrk-$label.txt"; then
     echo "api bench: $label answered errors:" >&2; cat "$api_work/wrk-$label.txt" >&2; exit 1
   fi
   m_http_rps=$(awk '/Requests\/sec/{print $2}' "$api_work/wrk-$label.txt")
   read -r m_h50 m_h90 m_h99 <<<"$(wrk_percentiles "$api_work/wrk-$label.txt")"
   requests=$(awk '/requests in/{print $1}' "$api_work/wrk-$label.txt")
-  m_trackd_us=$(awk -v t=$((ticks1 - ticks0)) -v hz="$(getconf CLK_TCK)" -v n="$requests" \
-    'BEGIN{printf "%.0f", t / hz * 1e6 / n}')
+  m_trackd_us=$(calc "($cpu1 - $cpu0) * 1e6 / $requests" "%.0f")
 
   pgbench -n -M prepared -c"$clients" -j2 -T2 "$@" -f "$sql" "$dsn" >/dev/null 2>&1
   echo "api bench: pgbench $label (${seconds}s, $clients clients)"

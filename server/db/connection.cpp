@@ -63,9 +63,8 @@ Result& Result::operator=(Result&& other) noexcept {
 int Result::rows() const { return PQntuples(res_); }
 int Result::columns() const { return PQnfields(res_); }
 std::optional<std::string> Result::get(int row, int column) const {
-    if (PQgetisnull(res_, row, column) != 0) return std::nullopt;
-    return std::string(PQgetvalue(res_, row, column),
-                       static_cast<size_t>(PQgetlength(res_, row, column)));
+    const auto v = view(row, column);
+    return v ? std::optional<std::string>(*v) : std::nullopt;
 }
 std::optional<std::string_view> Result::view(int row, int column) const {
     if (PQgetisnull(res_, row, column) != 0) return std::nullopt;

@@ -455,8 +455,12 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
     // transition table makes PostgreSQL insert the rows of a COPY into a partitioned table one
     // by one (bench/RESULTS.md 2026-12-02: 14-15% less database CPU per row).
     std::vector<int> target = parent_only_next_ ? std::vector<int>(b.rows.size(), -1) : route(b);
-    const auto direct_rows = [&] {
-        return std::count_if(target.begin(), target.end(), [](int t) { return t >= 0; });
+    // After a failed try: nothing of it stays, the partitions are read again, and the next
+    // batch goes through the parent if this one wrote into partitions.
+    const auto abandon = [&] {
+        rollback_quietly(conn);
+        partitions_stale_ = true;
+        parent_only_next_ = std::any_of(target.begin(), target.end(), [](int t) { return t >= 0; });
     };
     try {
         for (int attempt = 0; !begin_batch(conn, target, result.ingest_batch_id); ++attempt) {
@@ -629,9 +633,7 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
         conn.exec_script("COMMIT");
         events::events_emitted().inc(events);
     } catch (const db::DbError& e) {
-        rollback_quietly(conn);
-        partitions_stale_ = true;
-        parent_only_next_ = direct_rows() > 0;
+        abandon();
         // A partition's INSERT grant revoked since the partitions were read (no lock orders a
         // REVOKE against this batch): the same batch again at once, through the parent, which
         // needs only the parent's grant. Nothing of the first try was committed.
@@ -644,9 +646,7 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
         }
         throw;
     } catch (...) {  // OffsetConflict from the offsets update
-        rollback_quietly(conn);
-        partitions_stale_ = true;
-        parent_only_next_ = direct_rows() > 0;
+        abandon();
         throw;
     }
     parent_only_next_ = false;
