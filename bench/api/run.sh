@@ -7,7 +7,8 @@
 # (bench/api/load.sql), starts `trackd run` with the API on 127.0.0.1:${BENCH_PORT:-18181}, then for
 # each of bbox, nearby and geofence-inside runs wrk against the endpoint and, right after,
 # pgbench with a script file of the SQL trackd prepares for it (bench/api/*.sql), same parameter
-# distributions. Prints requests/s and latency percentiles of both, their ratio and trackd's own
+# distributions (pgbench reads the rows as text, its only format; trackd asks for them in binary,
+# which spares PostgreSQL its float, timestamp and geometry output). Prints requests/s and latency percentiles of both, their ratio and trackd's own
 # CPU per request, and appends them to bench/RESULTS.md. Knobs (environment): BENCH_SECONDS (10),
 # BENCH_CONNECTIONS (wrk, 16), BENCH_PG_CLIENTS (pgbench, 4 = the API's pool), BENCH_HTTP_THREADS
 # (4).

@@ -162,12 +162,13 @@ void Connection::prepare(const std::string& name, const std::string& sql) {
     PQclear(res);
 }
 
-Result Connection::query_prepared(const std::string& name, const Params& params) {
+Result Connection::query_prepared(const std::string& name, const Params& params, Format format) {
     std::vector<const char*> values;
     values.reserve(params.size());
     for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
-    PGresult* res = PQexecPrepared(conn_, name.c_str(), static_cast<int>(values.size()),
-                                   values.data(), nullptr, nullptr, 0);
+    PGresult* res =
+        PQexecPrepared(conn_, name.c_str(), static_cast<int>(values.size()), values.data(), nullptr,
+                       nullptr, format == Format::binary ? 1 : 0);
     const auto status = PQresultStatus(res);
     if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) throw_result_error(conn_, res);
     return Result(res);

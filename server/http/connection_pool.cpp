@@ -11,8 +11,8 @@
 
 namespace trackd::http {
 
-Statement statement_for(const std::string& sql) {
-    return {fmt::format("trackd_api_{:016x}", std::hash<std::string>{}(sql)), sql};
+Statement statement_for(const std::string& sql, db::Format results) {
+    return {fmt::format("trackd_api_{:016x}", std::hash<std::string>{}(sql)), sql, results};
 }
 
 ConnectionPool::ConnectionPool(PoolSettings settings) : settings_(std::move(settings)) {
@@ -73,7 +73,7 @@ db::Result ConnectionPool::execute(Slot& slot, const Statement& st, const db::Pa
         slot.conn->prepare(st.name, st.sql);
         slot.prepared.insert(st.name);
     }
-    return slot.conn->query_prepared(st.name, params);
+    return slot.conn->query_prepared(st.name, params, st.results);
 }
 
 db::Result ConnectionPool::run(const Statement& statement, const db::Params& params) {

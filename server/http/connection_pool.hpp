@@ -24,13 +24,16 @@
 namespace trackd::http {
 
 // A named SQL statement. Its text is built from constant fragments only; values are parameters.
+// `results`: the format its values come back in (binary for the feature queries, whose columns
+// feature_writer.hpp reads that way).
 struct Statement {
     std::string name;
     std::string sql;
+    db::Format results = db::Format::text;
 };
 
 // A statement whose name derives from its text: for SQL assembled from optional fragments.
-Statement statement_for(const std::string& sql);
+Statement statement_for(const std::string& sql, db::Format results = db::Format::text);
 
 struct PoolSettings {
     std::string dsn;

@@ -1,19 +1,19 @@
 #include "feature_writer.hpp"
 
-#include <charconv>
+#include <fmt/format.h>
+
+#include "trackd/db/binary.hpp"
 
 #include "params.hpp"
 
 namespace trackd::http {
 
 const char* const kVehicleColumns =
-    "vehicle_id, (extract(epoch FROM last_updated) * 1000000)::int8, ST_X(geom), ST_Y(geom), "
-    "ST_Z(geom), speed_kmh, heading_deg, accuracy_m, attributes::text";
+    "vehicle_id, last_updated, geom, speed_kmh, heading_deg, accuracy_m, attributes::text";
 
 const char* const kPositionColumns =
-    "vehicle_id, (extract(epoch FROM recorded_at) * 1000000)::int8, ST_X(geom), ST_Y(geom), "
-    "ST_Z(geom), speed_kmh, heading_deg, accuracy_m, attributes::text, ingest_batch_id, "
-    "kafka_partition, kafka_offset";
+    "vehicle_id, recorded_at, geom, speed_kmh, heading_deg, accuracy_m, attributes::text, "
+    "ingest_batch_id, kafka_partition, kafka_offset";
 
 const char* const kGeofenceColumns =
     "zone_name, ST_AsGeoJSON(ST_ForcePolygonCCW(fence_geom), 9), "
@@ -35,55 +35,57 @@ void number_or_null(JsonWriter& w, const db::Result& r, int row, int col) {
     }
 }
 
-std::int64_t parse_int64(std::string_view text) {
-    std::int64_t v = 0;
-    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (ec != std::errc() || ptr != text.data() + text.size()) {
-        throw db::DbError("expected an integer from the database, got '" + std::string(text) + "'",
-                          "");
+// A real column (speed, heading, accuracy), binary.
+void float4_or_null(JsonWriter& w, const db::Result& r, int row, int col) {
+    const auto v = r.view(row, col);
+    if (v) {
+        w.value(db::binary::float4(*v));
+    } else {
+        w.null();
     }
-    return v;
 }
 
-// The columns vehicles and positions share (0..8); `time_name` is last_updated/recorded_at.
-// Values are written from the result's own buffers: a page of 100 features copies nothing.
+// The columns vehicles and positions share (0..6, binary); `time_name` is
+// last_updated/recorded_at. Values are read from the result's own buffers.
 void write_point_feature(JsonWriter& w, const db::Result& r, int row, std::string_view id,
                          const char* time_name, const ExtraProperties& extra,
                          bool with_ingest_ids) {
+    const auto p = db::binary::point(r.at_view(row, 2));
     w.begin_object();
     w.key("type").value("Feature");
     w.key("id").value(id);
     w.key("geometry").begin_object();
     w.key("type").value("Point");
-    w.key("coordinates").begin_array();
-    number_or_null(w, r, row, 2);
-    number_or_null(w, r, row, 3);
-    w.end_array();
+    w.key("coordinates").begin_array().value(p.x).value(p.y).end_array();
     w.end_object();
     w.key("properties").begin_object();
     w.key("vehicle_id").value(r.at_view(row, 0));
-    w.key(time_name).value(format_rfc3339(parse_int64(r.at_view(row, 1))));
+    w.key(time_name).value(format_rfc3339(db::binary::timestamptz_unix_us(r.at_view(row, 1))));
     w.key("altitude_m");
-    number_or_null(w, r, row, 4);
+    if (p.has_z) {
+        w.value(p.z);
+    } else {
+        w.null();
+    }
     w.key("speed_kmh");
-    number_or_null(w, r, row, 5);
+    float4_or_null(w, r, row, 3);
     w.key("heading_deg");
-    number_or_null(w, r, row, 6);
+    float4_or_null(w, r, row, 4);
     w.key("accuracy_m");
-    number_or_null(w, r, row, 7);
+    float4_or_null(w, r, row, 5);
     w.key("attributes");
-    const auto attrs = r.view(row, 8);
+    const auto attrs = r.view(row, 6);
     if (attrs) {
         w.raw(*attrs);
     } else {
         w.null();
     }
     if (with_ingest_ids) {
-        w.key("ingest_batch_id").raw(r.at_view(row, 9));
-        w.key("kafka_partition").raw(r.at_view(row, 10));
-        w.key("kafka_offset").raw(r.at_view(row, 11));
+        w.key("ingest_batch_id").value(db::binary::int8(r.at_view(row, 7)));
+        w.key("kafka_partition").value(db::binary::int4(r.at_view(row, 8)));
+        w.key("kafka_offset").value(db::binary::int8(r.at_view(row, 9)));
     }
-    for (const auto& [name, json] : extra) w.key(name).raw(json);
+    for (const auto& [name, number] : extra) w.key(name).value(number);
     w.end_object();
     w.end_object();
 }
@@ -95,7 +97,14 @@ void write_vehicle(JsonWriter& w, const db::Result& r, int row, const ExtraPrope
 }
 
 std::string position_id(const db::Result& r, int row) {
-    return r.at(row, 9) + "-" + r.at(row, 10) + "-" + r.at(row, 11);
+    return fmt::format("{}-{}-{}", db::binary::int8(r.at_view(row, 7)),
+                       db::binary::int4(r.at_view(row, 8)), db::binary::int8(r.at_view(row, 9)));
+}
+
+std::string position_cursor(const db::Result& r, int row) {
+    return fmt::format("{}_{}_{}_{}", db::binary::timestamptz_unix_us(r.at_view(row, 1)),
+                       db::binary::int8(r.at_view(row, 7)), db::binary::int4(r.at_view(row, 8)),
+                       db::binary::int8(r.at_view(row, 9)));
 }
 
 void write_position(JsonWriter& w, const db::Result& r, int row, const ExtraProperties& extra) {

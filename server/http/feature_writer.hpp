@@ -2,7 +2,9 @@
 // lists that select them, shared by the fleet endpoints and OGC API - Features.
 //
 // Contract: each k*Columns fragment selects the columns that the matching write_* function
-// reads, starting at column 0; callers append their own columns after them.
+// reads, starting at column 0; callers append their own columns after them. Vehicles and
+// positions are read in binary (run their statements with db::Format::binary: PostgreSQL then
+// formats no float, timestamp or geometry, trackd does), geofences as text.
 #pragma once
 
 #include <string>
@@ -15,11 +17,12 @@
 
 namespace trackd::http {
 
-// 9 columns: vehicle_id, last_updated (µs), lon, lat, altitude, speed, heading, accuracy,
-// attributes.
+// 7 columns, binary: vehicle_id, last_updated, geom (EWKB point: lon, lat, altitude), speed,
+// heading, accuracy, attributes (text).
 extern const char* const kVehicleColumns;
-// 12 columns: vehicle_id, recorded_at (µs), lon, lat, altitude, speed, heading, accuracy,
-// attributes, ingest_batch_id, kafka_partition, kafka_offset.
+constexpr int kVehicleColumnCount = 7;
+// 10 columns, binary: those of a vehicle with recorded_at for last_updated, then
+// ingest_batch_id, kafka_partition, kafka_offset.
 extern const char* const kPositionColumns;
 // 6 columns: zone_name, GeoJSON geometry (exterior rings counter-clockwise), created_at (µs),
 // updated_at (µs), area in m², dwell_s.
@@ -32,12 +35,14 @@ extern const char* const kGeofenceColumns;
 std::string vehicle_in_box(const std::string& box, const std::string& alias = "");
 
 // Writes a Feature; `extra` members are added to its properties (e.g. distance_m), in order.
-using ExtraProperties = std::vector<std::pair<std::string, std::string>>;  // name -> JSON text
+using ExtraProperties = std::vector<std::pair<const char*, double>>;
 void write_vehicle(JsonWriter& w, const db::Result& r, int row, const ExtraProperties& extra = {});
 void write_position(JsonWriter& w, const db::Result& r, int row, const ExtraProperties& extra = {});
 void write_geofence(JsonWriter& w, const db::Result& r, int row);
 
 // The id of a positions feature: "<ingest_batch_id>-<kafka_partition>-<kafka_offset>".
 std::string position_id(const db::Result& r, int row);
+// The `after` cursor of a positions page: "<recorded_at µs>_<batch>_<partition>_<offset>".
+std::string position_cursor(const db::Result& r, int row);
 
 }  // namespace trackd::http

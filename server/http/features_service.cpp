@@ -335,7 +335,9 @@ Response FeaturesService::items(const Request& req, const std::string& id) {
         order = std::string(" ORDER BY ") + key;
     }
     sql += order + " LIMIT " + sql.bind(page.fetch_limit());
-    const auto r = ctx_.pool.run(statement_for(sql.sql()), sql.params());
+    const auto r = ctx_.pool.run(
+        statement_for(sql.sql(), c.kind == Kind::geofences ? db::Format::text : db::Format::binary),
+        sql.params());
     const auto count = ctx_.pool.run(
         statement_for(std::string("SELECT count(*) FROM ") + table + " WHERE true" + filters),
         filter_params);
@@ -362,9 +364,7 @@ Response FeaturesService::items(const Request& req, const std::string& id) {
     };
     // Positions page on (recorded_at, ingest_batch_id, kafka_partition, kafka_offset).
     const auto cursor = [&](int row) {
-        return c.kind == Kind::positions ? fmt::format("{}_{}_{}_{}", r.at(row, 1), r.at(row, 9),
-                                                       r.at(row, 10), r.at(row, 11))
-                                         : r.at(row, 0);
+        return c.kind == Kind::positions ? position_cursor(r, row) : r.at(row, 0);
     };
     return page.respond(r.rows(), write_feature, cursor);
 }
@@ -382,9 +382,11 @@ Response FeaturesService::item(const Request& req, const std::string& id,
     JsonWriter w;
     switch (c.kind) {
         case Kind::vehicles: {
-            static const Statement st{"ogc_vehicle", std::string("SELECT ") + kVehicleColumns +
-                                                         " FROM trackd.vehicle_current_state "
-                                                         "WHERE vehicle_id = $1"};
+            static const Statement st{"ogc_vehicle",
+                                      std::string("SELECT ") + kVehicleColumns +
+                                          " FROM trackd.vehicle_current_state "
+                                          "WHERE vehicle_id = $1",
+                                      db::Format::binary};
             const auto r = ctx_.pool.run(st, {feature_id});
             if (r.rows() == 0) not_found();
             write_vehicle(w, r, 0);
@@ -409,7 +411,8 @@ Response FeaturesService::item(const Request& req, const std::string& id,
                                       std::string("SELECT ") + kPositionColumns +
                                           " FROM trackd.vehicle_telemetry_history WHERE "
                                           "ingest_batch_id = $1 AND kafka_partition = $2 AND "
-                                          "kafka_offset = $3 LIMIT 1"};
+                                          "kafka_offset = $3 LIMIT 1",
+                                      db::Format::binary};
             const auto r = ctx_.pool.run(
                 st, {std::to_string(v[0]), std::to_string(v[1]), std::to_string(v[2])});
             if (r.rows() == 0) not_found();

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <optional>
 
+#include "trackd/db/binary.hpp"
+
 #include "feature_page.hpp"
 #include "feature_writer.hpp"
 #include "fence_geometry.hpp"
@@ -175,7 +177,7 @@ Response GeofenceService::vehicles(const Request& req, const std::string& zone_n
                ") v JOIN trackd.geofence_zones z ON z.zone_name = " + zone +
                " ORDER BY v.vehicle_id";
     }
-    const auto r = ctx_.pool.run(statement_for(sql.sql()), sql.params());
+    const auto r = ctx_.pool.run(statement_for(sql.sql(), db::Format::binary), sql.params());
     if (r.rows() == 0 && ctx_.pool.run(kZoneExists, {zone_name}).rows() == 0) {
         zone_not_found(zone_name);
     }
@@ -183,7 +185,9 @@ Response GeofenceService::vehicles(const Request& req, const std::string& zone_n
         if (is_inside) {
             write_vehicle(w, r, row);
         } else {
-            write_vehicle(w, r, row, {{"meters_outside", r.at(row, 9)}});
+            write_vehicle(
+                w, r, row,
+                {{"meters_outside", db::binary::float8(r.at_view(row, kVehicleColumnCount))}});
         }
     });
 }

@@ -1,8 +1,11 @@
 #include "json_writer.hpp"
 
+#include <array>
+#include <charconv>
 #include <cmath>
+#include <stdexcept>
 
-#include <fmt/format.h>
+#include <fmt/compile.h>
 
 #include "trackd/core/json.hpp"
 
@@ -38,40 +41,33 @@ bool is_json_number(std::string_view t) {
     return i == t.size();
 }
 
-void JsonWriter::before_value() {
-    if (after_key_) {
-        after_key_ = false;
-        return;
-    }
-    if (!has_element_.empty()) {
-        if (has_element_.back()) out_ += ',';
-        has_element_.back() = true;
-    }
+void JsonWriter::open(char c) {
+    before_value();
+    out_ += c;
+    if (depth_ == kMaxDepth) throw std::logic_error("JsonWriter: more than 64 nested containers");
+    has_element_ &= ~(std::uint64_t{1} << depth_);
+    ++depth_;
 }
 
 JsonWriter& JsonWriter::begin_object() {
-    before_value();
-    out_ += '{';
-    has_element_.push_back(false);
+    open('{');
     return *this;
 }
 
 JsonWriter& JsonWriter::end_object() {
     out_ += '}';
-    has_element_.pop_back();
+    --depth_;
     return *this;
 }
 
 JsonWriter& JsonWriter::begin_array() {
-    before_value();
-    out_ += '[';
-    has_element_.push_back(false);
+    open('[');
     return *this;
 }
 
 JsonWriter& JsonWriter::end_array() {
     out_ += ']';
-    has_element_.pop_back();
+    --depth_;
     return *this;
 }
 
@@ -91,18 +87,39 @@ JsonWriter& JsonWriter::value(std::string_view s) {
 
 JsonWriter& JsonWriter::value(std::int64_t n) {
     before_value();
-    out_ += std::to_string(n);
+    std::array<char, 24> buf{};
+    const auto r = std::to_chars(buf.data(), buf.data() + buf.size(), n);
+    out_.append(buf.data(), r.ptr);
     return *this;
 }
 
+namespace {
+
+// The shortest text that reads back as the same value (as PostgreSQL prints floats); null when
+// the value is not finite, which JSON has no number for.
+template <typename F>
+void append_number(std::string& out, F v) {
+    if (!std::isfinite(v)) {
+        out += "null";
+        return;
+    }
+    // fmt's "{}" (Dragonbox) is the shortest text too, and faster than std::to_chars here.
+    std::array<char, 32> buf{};
+    const auto end = fmt::format_to(buf.data(), FMT_COMPILE("{}"), v);
+    out.append(buf.data(), end);
+}
+
+}  // namespace
+
 JsonWriter& JsonWriter::value(double d) {
     before_value();
-    if (std::isfinite(d)) {
-        // fmt's "{}" is the shortest text that reads back as the same double.
-        out_ += fmt::format("{}", d);
-    } else {
-        out_ += "null";
-    }
+    append_number(out_, d);
+    return *this;
+}
+
+JsonWriter& JsonWriter::value(float f) {
+    before_value();
+    append_number(out_, f);
     return *this;
 }
 

@@ -6,10 +6,10 @@
 // validated on the way in, and PostgreSQL only returns valid UTF-8). Not thread-safe.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <vector>
 
 namespace trackd::http {
 
@@ -20,12 +20,32 @@ class JsonWriter {
     JsonWriter& begin_array();
     JsonWriter& end_array();
     JsonWriter& key(std::string_view k);
+    // A member name written in trackd's source (a literal): appended as it is once its few
+    // characters are checked to need no escaping.
+    template <std::size_t N>
+    JsonWriter& key(const char (&k)[N]) {
+        const std::string_view name(k, N - 1);
+        for (const char c : name) {
+            // (a NUL inside means `k` was a buffer, not a literal: read it to its first NUL)
+            if (static_cast<unsigned char>(c) < 0x20 || c == '"' || c == '\\') {
+                return key(std::string_view(k));
+            }
+        }
+        before_value();
+        out_ += '"';
+        out_ += name;
+        out_ += "\":";
+        after_key_ = true;
+        return *this;
+    }
     JsonWriter& value(std::string_view s);
     JsonWriter& value(const char* s) { return value(std::string_view(s)); }
     JsonWriter& value(const std::string& s) { return value(std::string_view(s)); }
     JsonWriter& value(std::int64_t n);
     JsonWriter& value(int n) { return value(static_cast<std::int64_t>(n)); }
-    JsonWriter& value(double d);  // non-finite values become null
+    // Floats in their shortest exact text; non-finite values become null.
+    JsonWriter& value(double d);
+    JsonWriter& value(float f);
     JsonWriter& value(bool b);
     JsonWriter& null();
     // A number exactly as PostgreSQL printed it ("13.404954", "1e-05"); null if it is not a JSON
@@ -40,11 +60,26 @@ class JsonWriter {
     std::string take() { return std::move(out_); }
 
   private:
-    void before_value();
+    static constexpr int kMaxDepth = 64;
+
+    // The comma between elements: each value, key and container calls it first.
+    void before_value() {
+        if (after_key_) {
+            after_key_ = false;
+            return;
+        }
+        if (depth_ > 0) {
+            const std::uint64_t bit = std::uint64_t{1} << (depth_ - 1);
+            if ((has_element_ & bit) != 0) out_ += ',';
+            has_element_ |= bit;
+        }
+    }
+    void open(char c);
 
     std::string out_;
-    // One entry per open container: whether it already holds an element.
-    std::vector<bool> has_element_;
+    // Bit d: the container open at depth d already holds an element.
+    std::uint64_t has_element_ = 0;
+    int depth_ = 0;
     bool after_key_ = false;
 };
 

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "trackd/core/time.hpp"
+#include "trackd/db/binary.hpp"
 
 #include "feature_page.hpp"
 #include "feature_writer.hpp"
@@ -78,9 +79,11 @@ void VehicleService::add_routes(Router& router) {
 Response VehicleService::get(const Request& req, const std::string& vehicle_id) {
     req.query.only({});
     check_identifier("vehicle_id", vehicle_id, kMaxIdentifierBytes);
-    static const Statement st{"vehicle_get", std::string("SELECT ") + kVehicleColumns +
-                                                 " FROM trackd.vehicle_current_state "
-                                                 "WHERE vehicle_id = $1"};
+    static const Statement st{"vehicle_get",
+                              std::string("SELECT ") + kVehicleColumns +
+                                  " FROM trackd.vehicle_current_state "
+                                  "WHERE vehicle_id = $1",
+                              db::Format::binary};
     const auto r = ctx_.pool.run(st, {vehicle_id});
     if (r.rows() == 0) vehicle_not_found(vehicle_id);
     JsonWriter w;
@@ -114,7 +117,7 @@ Response VehicleService::list(const Request& req) {
     // Ordered by the primary key, so that following `next` links returns every vehicle exactly
     // once.
     sql += " ORDER BY vehicle_id" + page.limit_clause();
-    const auto r = ctx_.pool.run(statement_for(sql.sql()), sql.params());
+    const auto r = ctx_.pool.run(statement_for(sql.sql(), db::Format::binary), sql.params());
     return page.respond(r, [&r](JsonWriter& w, int row) { write_vehicle(w, r, row); });
 }
 
@@ -140,14 +143,15 @@ Response VehicleService::nearby(const Request& req) {
     const auto st = statement_for(
         std::string("WITH p AS (SELECT ST_SetSRID(ST_MakePoint($1, $2), 4326)::geography AS g) "
                     "SELECT ") +
-        kVehicleColumns +
-        ", ST_Distance(v.geom::geography, p.g) AS distance_m "
-        "FROM trackd.vehicle_current_state v, p "
-        "WHERE " +
-        vehicle_in_box("ST_MakeEnvelope($4, $5, $6, $7, 4326)", "v.") +
-        " AND ST_DWithin(v.geom::geography, p.g, $3) "
-        "ORDER BY distance_m, vehicle_id LIMIT " +
-        std::to_string(limit));
+            kVehicleColumns +
+            ", ST_Distance(v.geom::geography, p.g) AS distance_m "
+            "FROM trackd.vehicle_current_state v, p "
+            "WHERE " +
+            vehicle_in_box("ST_MakeEnvelope($4, $5, $6, $7, 4326)", "v.") +
+            " AND ST_DWithin(v.geom::geography, p.g, $3) "
+            "ORDER BY distance_m, vehicle_id LIMIT " +
+            std::to_string(limit),
+        db::Format::binary);
     const auto r = ctx_.pool.run(
         st, {fmt::format("{}", lon), fmt::format("{}", lat), fmt::format("{}", radius),
              fmt::format("{}", box.xmin), fmt::format("{}", box.ymin), fmt::format("{}", box.xmax),
@@ -156,7 +160,9 @@ Response VehicleService::nearby(const Request& req) {
     w.begin_object();
     w.key("type").value("FeatureCollection");
     w.key("features").begin_array();
-    for (int i = 0; i < r.rows(); ++i) write_vehicle(w, r, i, {{"distance_m", r.at(i, 9)}});
+    for (int i = 0; i < r.rows(); ++i)
+        write_vehicle(w, r, i,
+                      {{"distance_m", db::binary::float8(r.at_view(i, kVehicleColumnCount))}});
     w.end_array();
     w.key("numberReturned").value(r.rows());
     w.key("links").begin_array();

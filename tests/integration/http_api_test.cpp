@@ -84,6 +84,48 @@ TEST_F(HttpApi, VehicleById) {
     EXPECT_EQ(missing.header("content-type"), "application/problem+json");
 }
 
+// Feature values are read in PostgreSQL's binary format and printed by trackd: each must be the
+// text PostgreSQL itself prints for it (shortest exact floats, real columns as reals, a
+// microsecond timestamp, NULL as null), on the fleet endpoint and on OGC positions alike.
+TEST_F(HttpApi, FeatureValuesAreTheTextPostgresqlPrintsForThem) {
+    sql("INSERT INTO trackd.vehicle_current_state (vehicle_id, last_updated, geom, speed_kmh, "
+        "heading_deg, accuracy_m, attributes, ingest_batch_id, kafka_partition, kafka_offset) "
+        "VALUES ('digits', '2025-06-01T10:05:00.123456Z', "
+        "ST_SetSRID(ST_MakePoint(13.404954, -52.520008, 1e-05), 4326), NULL, 12.3, 0.1, "
+        "'{\"a\": [1, \"\\u00e9\"]}', 7, 3, 9000000000)");
+    sql("INSERT INTO trackd.vehicle_telemetry_history SELECT vehicle_id, last_updated, geom, "
+        "speed_kmh, heading_deg, accuracy_m, attributes, ingest_batch_id, kafka_partition, "
+        "kafka_offset FROM trackd.vehicle_current_state WHERE vehicle_id = 'digits'");
+    const auto pg =
+        sql("SELECT ST_X(geom)::text, ST_Y(geom)::text, ST_Z(geom)::text, heading_deg::text, "
+            "accuracy_m::text, attributes::text FROM trackd.vehicle_current_state "
+            "WHERE vehicle_id = 'digits'");
+    const std::string want_geometry =
+        R"("geometry":{"type":"Point","coordinates":[)" + pg.at(0, 0) + "," + pg.at(0, 1) + "]}";
+    const std::string want_values =
+        R"("altitude_m":)" + pg.at(0, 2) + R"(,"speed_kmh":null,"heading_deg":)" + pg.at(0, 3) +
+        R"(,"accuracy_m":)" + pg.at(0, 4) + R"(,"attributes":)" + pg.at(0, 5);
+    EXPECT_EQ(pg.at(0, 3), "12.3");
+    EXPECT_EQ(pg.at(0, 2), "1e-05");
+
+    const auto vehicle = read_->get("/v1/vehicles/digits");
+    ASSERT_EQ(vehicle.status, 200) << vehicle.body;
+    EXPECT_NE(vehicle.body.find(want_geometry), std::string::npos) << vehicle.body;
+    EXPECT_NE(vehicle.body.find(R"("last_updated":"2025-06-01T10:05:00.123456Z",)" + want_values),
+              std::string::npos)
+        << vehicle.body;
+
+    const auto position = read_->get("/collections/positions/items/7-3-9000000000");
+    ASSERT_EQ(position.status, 200) << position.body;
+    EXPECT_NE(position.body.find(R"("id":"7-3-9000000000")"), std::string::npos) << position.body;
+    EXPECT_NE(position.body.find(want_geometry), std::string::npos) << position.body;
+    EXPECT_NE(position.body.find(R"("recorded_at":"2025-06-01T10:05:00.123456Z",)" + want_values +
+                                 R"(,"ingest_batch_id":7,"kafka_partition":3,)"
+                                 R"("kafka_offset":9000000000})"),
+              std::string::npos)
+        << position.body;
+}
+
 TEST_F(HttpApi, BBoxAndUpdatedSince) {
     auto r = read_->get("/v1/vehicles?bbox=12.95,51.95,13.15,52.15");
     ASSERT_EQ(r.status, 200) << r.body;

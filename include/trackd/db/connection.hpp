@@ -38,7 +38,13 @@ class DbError : public std::runtime_error {
     std::string sqlstate_;
 };
 
-// The rows of one result, as text. Values are nullopt for SQL NULL.
+// How a statement's result values come back: PostgreSQL's text output, or its binary wire form
+// (read with trackd/db/binary.hpp), which spares the server its output functions (float and
+// timestamp formatting, numeric arithmetic for epoch values, hex geometry).
+enum class Format { text, binary };
+
+// The rows of one result, as text (or binary, if the statement asked for it). Values are nullopt
+// for SQL NULL.
 class Result {
   public:
     explicit Result(pg_result* res);
@@ -84,10 +90,11 @@ class Connection {
     // Runs one statement with bound text parameters ($1, $2, ...).
     Result query(const std::string& sql, const Params& params = {});
     // A named prepared statement on this session: prepare() once, then query_prepared() with
-    // bound text parameters as often as needed. A name is prepared once per session; a server
-    // that forgot it (DISCARD ALL) answers SQLSTATE 26000.
+    // bound text parameters as often as needed, its values in `format`. A name is prepared once
+    // per session; a server that forgot it (DISCARD ALL) answers SQLSTATE 26000.
     void prepare(const std::string& name, const std::string& sql);
-    Result query_prepared(const std::string& name, const Params& params = {});
+    Result query_prepared(const std::string& name, const Params& params = {},
+                          Format format = Format::text);
 
     // COPY ... FROM STDIN: start, send data in chunks, finish (throws on server error).
     void copy_start(const std::string& copy_sql);

@@ -1,7 +1,9 @@
 // The JSON writer: escaping and number formatting.
 #include "json_writer.hpp"
 
+#include <cstdint>
 #include <limits>
+#include <stdexcept>
 
 #include <gtest/gtest.h>
 
@@ -19,6 +21,28 @@ TEST(JsonWriter, EscapesAndNumbers) {
     EXPECT_TRUE(is_json_number("-0.5e+3"));
     EXPECT_FALSE(is_json_number("01"));
     EXPECT_FALSE(is_json_number("Infinity"));
+}
+
+// Floats as PostgreSQL prints them: the shortest text that reads back as the same value, a
+// real as a real (12.3, not 12.300000190734863).
+TEST(JsonWriter, FloatsInTheirShortestExactText) {
+    JsonWriter w;
+    w.begin_array().value(12.3F).value(0.1).value(1e-05).value(13.404954).value(-0.0);
+    w.value(1e300).value(std::numeric_limits<float>::infinity()).value(INT64_MIN);
+    w.end_array();
+    EXPECT_EQ(w.str(), "[12.3,0.1,1e-05,13.404954,-0,1e+300,null,-9223372036854775808]");
+}
+
+TEST(JsonWriter, CommasAtEveryDepthAndKeysThatNeedEscaping) {
+    JsonWriter w;
+    w.begin_object().key("a").begin_array().begin_array().end_array().value(1).begin_object();
+    w.key("q\"uote").value(2).key("b").begin_object().end_object().end_object().end_array();
+    w.key("c").value("d").end_object();
+    EXPECT_EQ(w.str(), R"({"a":[[],1,{"q\"uote":2,"b":{}}],"c":"d"})");
+
+    JsonWriter deep;
+    for (int i = 0; i < 64; ++i) deep.begin_array();
+    EXPECT_THROW(deep.begin_array(), std::logic_error);
 }
 
 }  // namespace
