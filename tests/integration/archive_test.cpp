@@ -601,6 +601,110 @@ TEST(Archive, APruneWaitsForARegistrationInFlightAndKeepsWhatTheNewTableNeeds) {
     EXPECT_EQ(ledger(), 0);
 }
 
+// A prune cut off between its DELETE of the ledger rows and its update of the watermark (another
+// session holds the watermark row, so the prune waits there with the rows deleted in its
+// transaction): (1) the database ends the prune's backend: the ledger rows and the watermark are
+// as they were, and the next prune takes the rows; (2) `trackd archive maintain` is SIGKILLed
+// while its prune waits: the statement had reached the server whole, which finishes it once the
+// row is free, rows and watermark together; (3) the holder outlasts pg.lock_timeout_ms:
+// maintenance fails naming the lock timeout instead of waiting, and nothing has moved.
+TEST(Archive, APruneCutOffAfterItsDeleteMovesTheLedgerAndItsWatermarkTogetherOrNotAtAll) {
+    TestDatabase db("archprunecut");
+    const auto m = migrate(db);
+    ASSERT_EQ(m.exit_code, 0) << m.output;
+    ArchiveFixture a(db.dsn(), "archprunecut");
+    db::Connection conn(db.dsn(), "test");
+    const auto value = [&](const std::string& sql) { return query_int(db.dsn(), sql); };
+    const auto ledger = [&] { return value("SELECT count(*) FROM trackd.ingest_batches"); };
+    const auto watermark = [&] {
+        auto r = conn.query(
+            "SELECT pruned_seq, max_ingest_batch_id, batches, history_rows FROM "
+            "trackd.ingest_batches_pruned");
+        return r.rows() == 1
+                   ? fmt::format("{} {} {} {}", r.at(0, 0), r.at(0, 1), r.at(0, 2), r.at(0, 3))
+                   : std::string("no watermark");
+    };
+    for (int i = 1; i <= 2; ++i) insert_small_batch(conn, i);
+    auto once = a.archive("--once");
+    ASSERT_EQ(once.exit_code, 0) << once.output;
+    ASSERT_EQ(conn.query("SELECT trackd.prune_ingest_batches()").at(0, 0), "2");
+    for (int i = 3; i <= 5; ++i) insert_small_batch(conn, i);
+    once = a.archive("--once");
+    ASSERT_EQ(once.exit_code, 0) << once.output;
+    ASSERT_EQ(ledger(), 3);
+    ASSERT_EQ(watermark(), "2 2 2 14");
+
+    db::Connection holder(db.dsn(), "test holder");
+    const auto hold_watermark = [&] {
+        holder.exec_script("BEGIN");
+        holder.query("SELECT * FROM trackd.ingest_batches_pruned FOR UPDATE");
+    };
+    // The prune waits on the held row, its DELETE done: every ledger row is locked by it.
+    const auto prune_waits_after_its_delete = [&] {
+        const bool waiting =
+            wait_for_value(db.dsn(),
+                           "SELECT count(*) FROM pg_stat_activity WHERE query LIKE "
+                           "'%trackd.prune_ingest_batches()%' AND wait_event_type = 'Lock' "
+                           "AND pid <> pg_backend_pid()",
+                           1, std::chrono::seconds(60));
+        const auto unlocked = value(
+            "SELECT count(*) FROM (SELECT 1 FROM trackd.ingest_batches "
+            "FOR UPDATE SKIP LOCKED) l");
+        return waiting && unlocked == 0;
+    };
+
+    // (1) The backend ended mid-prune.
+    hold_watermark();
+    std::string prune_error;
+    std::thread pruning([&] {
+        try {
+            db::Connection p(db.dsn(), "test prune");
+            p.query("SELECT trackd.prune_ingest_batches()");
+        } catch (const db::DbError& e) {
+            prune_error = e.what();
+        }
+    });
+    const bool cut1 = prune_waits_after_its_delete();
+    conn.query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+        "WHERE application_name = 'test prune'");
+    pruning.join();
+    holder.exec_script("COMMIT");
+    ASSERT_TRUE(cut1) << "the prune did not wait after its DELETE";
+    EXPECT_FALSE(prune_error.empty()) << "the prune was not cut off";
+    EXPECT_EQ(ledger(), 3);
+    EXPECT_EQ(watermark(), "2 2 2 14");
+
+    // (3) A holder that outlasts the lock timeout: maintenance gives up, nothing moved.
+    hold_watermark();
+    const auto timed_out = a.archive("maintain", {{"TRACKD_PG_LOCK_TIMEOUT_MS", "300"}});
+    holder.exec_script("COMMIT");
+    EXPECT_NE(timed_out.exit_code, 0) << timed_out.output;
+    EXPECT_NE(timed_out.output.find("lock timeout"), std::string::npos) << timed_out.output;
+    EXPECT_EQ(ledger(), 3);
+    EXPECT_EQ(watermark(), "2 2 2 14");
+
+    // (2) trackd killed while its prune waits: the server completes the statement it received.
+    hold_watermark();
+    const std::string log =
+        ::testing::TempDir() + "archprunecut-" + std::to_string(getpid()) + ".log";
+    {
+        ChildProcess maintain({trackd_binary(), "archive", "maintain"},
+                              a.env({{"TRACKD_PG_LOCK_TIMEOUT_MS", "60000"}}), log);
+        const bool cut2 = prune_waits_after_its_delete();
+        maintain.kill(SIGKILL);
+        maintain.wait();
+        EXPECT_TRUE(cut2) << IngestHarness::read_file(log);
+    }
+    EXPECT_EQ(ledger(), 3) << "nothing is visible while the prune's transaction is open";
+    holder.exec_script("COMMIT");
+    EXPECT_TRUE(wait_for_value(db.dsn(), "SELECT count(*) FROM trackd.ingest_batches", 0,
+                               std::chrono::seconds(30)));
+    EXPECT_EQ(watermark(), "5 5 5 35");
+    EXPECT_EQ(conn.query("SELECT trackd.prune_ingest_batches()").at(0, 0), "0");
+    EXPECT_EQ(watermark(), "5 5 5 35");
+}
+
 // Orphan clean-up and snapshot expiry on a bucket, by listing and deleting objects: an archiver
 // killed between its uploads and its commit leaves objects nothing references (a data file, a
 // manifest, a metadata file), and a stray object is put beside them. With the age margin they
