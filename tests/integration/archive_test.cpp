@@ -905,6 +905,57 @@ TEST(ArchiveS3, OutageWhileArchivingIsRetriedAndLosesNothing) {
     EXPECT_EQ(a.check("files").at("missing_files"), "0");
 }
 
+// S3 answering 503 SlowDown (throttling) and an upload left unanswered on an open connection
+// (tests/integration/rest_proxy.py --s3 between trackd and moto): both are retried with backoff,
+// the silent one once it has sent less than a byte a second for archive.s3_timeout_ms (curl's
+// low-speed limit, over its few-second average: docs/archive.md), and the archive holds exactly
+// PostGIS's rows with no file missing.
+TEST(ArchiveS3, ThrottledAndUnansweredUploadsAreRetriedAndLoseNothing) {
+    TestDatabase db("archs3faults");
+    const auto m = migrate(db);
+    ASSERT_EQ(m.exit_code, 0) << m.output;
+    ArchiveFixture a(db.dsn(), "archs3faults", kJdbcS3);
+    db::Connection conn(db.dsn(), "test");
+    const std::map<std::string, std::string> retries = {
+        {"TRACKD_ARCHIVE_S3_RETRY_ATTEMPTS", "4"},
+        {"TRACKD_ARCHIVE_S3_RETRY_BASE_DELAY_MS", "50"},
+        {"TRACKD_ARCHIVE_S3_TIMEOUT_MS", "1500"}};
+    const auto through = [&](const HttpFront& front) {
+        auto env = retries;
+        env["TRACKD_ARCHIVE_S3_ENDPOINT"] = front.uri;
+        return a.archive("--once", env);
+    };
+
+    insert_small_batch(conn, 1);
+    {
+        HttpFront front("archs3throttle", s3_endpoint(), {"--s3", "--s3-throttle", "2"});
+        const auto t0 = std::chrono::steady_clock::now();
+        const auto r = through(front);
+        std::printf("[ measured ] archive --once with 2 uploads throttled: %.1f s\n",
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        ASSERT_EQ(r.exit_code, 0) << r.output << front.text();
+        EXPECT_EQ(front.count("upload throttled 503"), 2U) << front.text();
+        EXPECT_NE(r.output.find("SlowDown"), std::string::npos) << r.output;
+        EXPECT_EQ(count_of(r.output, "archive storage request failed, retrying"), 2U) << r.output;
+        EXPECT_NE(r.output.find("archived 7 rows in 1 commits"), std::string::npos) << r.output;
+    }
+    insert_small_batch(conn, 2);
+    {
+        HttpFront front("archs3hang", s3_endpoint(), {"--s3", "--s3-hang", "1"});
+        const auto t0 = std::chrono::steady_clock::now();
+        const auto r = through(front);
+        std::printf("[ measured ] archive --once with one upload unanswered: %.1f s\n",
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        ASSERT_EQ(r.exit_code, 0) << r.output << front.text();
+        EXPECT_EQ(front.count("upload left unanswered"), 1U) << front.text();
+        EXPECT_GE(count_of(r.output, "archive storage request failed, retrying"), 1U) << r.output;
+        EXPECT_NE(r.output.find("archived 7 rows in 1 commits"), std::string::npos) << r.output;
+    }
+    expect_exact(a.check("compare"));
+    EXPECT_EQ(a.check("compare").at("iceberg_rows"), "14");
+    EXPECT_EQ(a.check("files").at("missing_files"), "0");
+}
+
 // Compaction after 200 small commits over two day partitions (400 files): the small files of
 // each partition are rewritten into one, in sort order, as a "replace" snapshot carrying the
 // progress; every value of every row is still PostGIS's (multiset, Kafka coordinates included).

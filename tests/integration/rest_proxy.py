@@ -20,6 +20,13 @@ checked), so the tests put this in front of it:
                                      its answer waits until FILE exists, then the client's
                                      connection is closed without it
   --tls-cert PEM --tls-key PEM       speak https (TLS 1.2+) with this certificate
+  --s3                               a front of an S3 server: every request header is passed on
+                                     (clients sign them) and every answer header passed back
+                                     (ETag, Content-Length of a HEAD, Content-Range)
+  --s3-throttle N                    the first N uploads (PUT) are answered 503 SlowDown, S3's
+                                     throttling answer, without being forwarded
+  --s3-hang N                        the N uploads after those are read and never answered: the
+                                     connection stays open and silent until the client gives up
 
 A commit the server cannot be reached for is not answered: the client's connection is closed,
 as a server killed mid-request would leave it; any other request gets a 502.
@@ -28,7 +35,8 @@ Every other request is forwarded unchanged when it carries an accepted token (or
 no --client-id and no --token is given). Prints one line per event on stdout, flushed:
 "token issued", "token refused", "credential refused", "forwarded <METHOD> <path> <status>",
 "commit reply lost", "commit failed 503", "commit held before the server", "commit answer held",
-"commit dropped", "upstream unreachable", "TLS handshake failed".
+"commit dropped", "upstream unreachable", "TLS handshake failed", "upload throttled 503",
+"upload left unanswered".
 """
 import argparse
 import http.server
@@ -58,11 +66,15 @@ def main():
     p.add_argument("--hold-commit-after")
     p.add_argument("--tls-cert")
     p.add_argument("--tls-key")
+    p.add_argument("--s3", action="store_true")
+    p.add_argument("--s3-throttle", type=int, default=0)
+    p.add_argument("--s3-hang", type=int, default=0)
     args = p.parse_args()
     lock = threading.Lock()
     state = {"issued": 0, "uses": {}, "lose": args.lose_commit_replies, "fail": args.fail_commits,
              "hold_before": bool(args.hold_commit_before),
-             "hold_after": bool(args.hold_commit_after)}
+             "hold_after": bool(args.hold_commit_after), "throttle": args.s3_throttle,
+             "hang": args.s3_hang}
     checking = bool(args.client_id or args.token)
 
     def say(line):
@@ -105,8 +117,50 @@ def main():
             self.connection.shutdown(2)
 
         def body(self):
+            """The request's body, de-chunked (S3 clients stream uploads chunked, with their
+            checksum in a trailer field: kept in self.trailers, forwarded as a header)."""
+            self.trailers = {}
+            if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+                data = b""
+                while True:
+                    size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                    if size == 0:
+                        break
+                    data += self.rfile.read(size)
+                    self.rfile.readline()  # the chunk's CRLF
+                while True:  # the trailer fields, then the empty line
+                    field = self.rfile.readline().decode("latin-1").strip()
+                    if not field:
+                        return data
+                    name, _, value = field.partition(":")
+                    self.trailers[name.strip()] = value.strip()
             n = int(self.headers.get("Content-Length") or 0)
             return self.rfile.read(n) if n else b""
+
+        def count_down(self, key):
+            """True for the first state[key] calls."""
+            with lock:
+                hit = state[key] > 0
+                if hit:
+                    state[key] -= 1
+                return hit
+
+        def s3_fault(self, method, path):
+            """Throttles or leaves unanswered an upload; True when the request was taken."""
+            if method != "PUT":
+                return False
+            if self.count_down("throttle"):
+                say(f"upload throttled 503 {path}")
+                self.reply(503, b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown'
+                                b'</Code><Message>Please reduce your request rate.</Message>'
+                                b'</Error>', "application/xml")
+                return True
+            if self.count_down("hang"):
+                say(f"upload left unanswered {path}")
+                time.sleep(60)
+                self.drop()
+                return True
+            return False
 
         def authorized(self):
             if not checking:
@@ -158,8 +212,16 @@ def main():
                     self.reply(503, b'{"error": {"message": "unavailable", "type": '
                                     b'"ServiceUnavailableException", "code": 503}}')
                     return
-            headers = {k: v for k, v in self.headers.items()
-                       if k.lower() in ("content-type", "accept")}
+            if args.s3 and self.s3_fault(method, path):
+                return
+            if args.s3:
+                headers = {k: v for k, v in self.headers.items()
+                           if k.lower() not in ("host", "content-length", "connection", "expect",
+                                                "transfer-encoding")}
+                headers.update(self.trailers)
+            else:
+                headers = {k: v for k, v in self.headers.items()
+                           if k.lower() in ("content-type", "accept")}
             if commit and take("hold_before"):
                 say("commit held before the server")
                 wait_for_file(args.hold_commit_before)
@@ -191,6 +253,18 @@ def main():
                     self.drop()
                     return
             say(f"forwarded {method} {path} {r.status_code}")
+            if args.s3:
+                self.send_response(r.status_code)
+                for k, v in r.headers.items():
+                    if k.lower() not in ("connection", "content-length", "transfer-encoding",
+                                         "content-encoding", "server", "date"):
+                        self.send_header(k, v)
+                length = r.headers.get("Content-Length") if method == "HEAD" else None
+                self.send_header("Content-Length", length or str(len(r.content)))
+                self.end_headers()
+                if method != "HEAD":
+                    self.wfile.write(r.content)
+                return
             self.reply(r.status_code, r.content, r.headers.get("Content-Type", "application/json"))
 
         def do_GET(self):
@@ -204,6 +278,9 @@ def main():
 
         def do_DELETE(self):
             self.handle_any("DELETE")
+
+        def do_PUT(self):
+            self.handle_any("PUT")
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", args.listen), Handler)
     if args.tls_cert:

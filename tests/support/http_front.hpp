@@ -1,6 +1,7 @@
 // tests/integration/rest_proxy.py started by a test: an HTTP front of the test's own in front of
-// a real server (the Iceberg REST catalog server, the schema registry), which checks tokens,
-// loses, fails or holds commits, and with a certificate speaks https (support/test_ca.hpp).
+// a real server (the Iceberg REST catalog server, the schema registry, the S3 server), which checks
+// tokens, loses, fails or holds commits, throttles or leaves S3 uploads unanswered, and with a
+// certificate speaks https (support/test_ca.hpp).
 #pragma once
 
 #include <filesystem>
