@@ -705,6 +705,60 @@ TEST(Archive, APruneCutOffAfterItsDeleteMovesTheLedgerAndItsWatermarkTogetherOrN
     EXPECT_EQ(watermark(), "5 5 5 35");
 }
 
+// A second archive table registered after the ledger was pruned: its archiver says so, naming
+// the watermark, and archives the batches still in the ledger and every later one; the pruned
+// batches stay in the first table only. Both tables then go on; the next prune waits for the
+// slower one.
+TEST(Archive, ATableRegisteredAfterAPruneStartsAtTheWatermarkAndSaysSo) {
+    TestDatabase db("archlate");
+    const auto m = migrate(db);
+    ASSERT_EQ(m.exit_code, 0) << m.output;
+    ArchiveFixture a(db.dsn(), "archlate");
+    db::Connection conn(db.dsn(), "test");
+    const std::map<std::string, std::string> late = {{"TRACKD_ARCHIVE_TABLE", "late_positions"}};
+    const auto late_rows = [&] {
+        return a
+            .check("compare", "--pg " + shell_quote(db.dsn()) + " --table trackd.late_positions")
+            .at("iceberg_rows");
+    };
+    for (int i = 1; i <= 2; ++i) insert_small_batch(conn, i);
+    auto r = a.archive("--once");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    r = a.archive("maintain");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    ASSERT_NE(r.output.find(", 2 ledger batches pruned"), std::string::npos) << r.output;
+
+    insert_small_batch(conn, 3);
+    r = a.archive("--once", late);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("the batch ledger was pruned before this archive table was "
+                            "registered: the batches up to archive_seq 2 are not archived into it"),
+              std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find("archived 7 rows in 1 commits"), std::string::npos) << r.output;
+    EXPECT_EQ(late_rows(), "7") << "batch 3 only";
+
+    // The first table archives batch 3 too; batch 3's ledger row is pruned only once both hold it.
+    insert_small_batch(conn, 4);
+    r = a.archive("--once", late);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(r.output.find("the batch ledger was pruned"), std::string::npos)
+        << "said once, at registration: " << r.output;
+    EXPECT_EQ(late_rows(), "14");
+    r = a.archive("maintain", late);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(", 0 ledger batches pruned"), std::string::npos)
+        << "the first table has not archived batches 3 and 4: " << r.output;
+    r = a.archive("--once");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    expect_exact(a.check("compare"));
+    EXPECT_EQ(a.check("compare").at("iceberg_rows"), "28");
+    r = a.archive("maintain");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(", 2 ledger batches pruned"), std::string::npos) << r.output;
+    EXPECT_EQ(query_int(db.dsn(), "SELECT count(*) FROM trackd.ingest_batches"), 0);
+}
+
 // Orphan clean-up and snapshot expiry on a bucket, by listing and deleting objects: an archiver
 // killed between its uploads and its commit leaves objects nothing references (a data file, a
 // manifest, a metadata file), and a stray object is put beside them. With the age margin they
