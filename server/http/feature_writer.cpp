@@ -35,59 +35,66 @@ void number_or_null(JsonWriter& w, const db::Result& r, int row, int col) {
     }
 }
 
-// A real column (speed, heading, accuracy), binary.
-void float4_or_null(JsonWriter& w, const db::Result& r, int row, int col) {
+// A real column (speed, heading, accuracy), binary; null for NULL.
+void append_float4(std::string& o, const db::Result& r, int row, int col) {
     const auto v = r.view(row, col);
     if (v) {
-        w.value(db::binary::float4(*v));
+        append_json_number(o, db::binary::float4(*v));
     } else {
-        w.null();
+        o += "null";
     }
 }
 
 // The columns vehicles and positions share (0..6, binary); `time_name` is
-// last_updated/recorded_at. Values are read from the result's own buffers.
+// last_updated/recorded_at. Every page writes one per row, so the feature is composed from its
+// constant fragments in a few appends, its values read from the result's own buffers.
 void write_point_feature(JsonWriter& w, const db::Result& r, int row, std::string_view id,
                          const char* time_name, const ExtraProperties& extra,
                          bool with_ingest_ids) {
     const auto p = db::binary::point(r.at_view(row, 2));
-    w.begin_object();
-    w.key("type").value("Feature");
-    w.key("id").value(id);
-    w.key("geometry").begin_object();
-    w.key("type").value("Point");
-    w.key("coordinates").begin_array().value(p.x).value(p.y).end_array();
-    w.end_object();
-    w.key("properties").begin_object();
-    w.key("vehicle_id").value(r.at_view(row, 0));
-    w.key(time_name).value(format_rfc3339(db::binary::timestamptz_unix_us(r.at_view(row, 1))));
-    w.key("altitude_m");
+    std::string& o = w.value_buffer();
+    o += R"({"type":"Feature","id":)";
+    append_json_string(o, id);
+    o += R"(,"geometry":{"type":"Point","coordinates":[)";
+    append_json_number(o, p.x);
+    o += ',';
+    append_json_number(o, p.y);
+    o += R"(]},"properties":{"vehicle_id":)";
+    append_json_string(o, r.at_view(row, 0));
+    o += ",\"";
+    o += time_name;
+    o += "\":\"";
+    o += format_rfc3339(db::binary::timestamptz_unix_us(r.at_view(row, 1)));
+    o += R"(","altitude_m":)";
     if (p.has_z) {
-        w.value(p.z);
+        append_json_number(o, p.z);
     } else {
-        w.null();
+        o += "null";
     }
-    w.key("speed_kmh");
-    float4_or_null(w, r, row, 3);
-    w.key("heading_deg");
-    float4_or_null(w, r, row, 4);
-    w.key("accuracy_m");
-    float4_or_null(w, r, row, 5);
-    w.key("attributes");
+    o += R"(,"speed_kmh":)";
+    append_float4(o, r, row, 3);
+    o += R"(,"heading_deg":)";
+    append_float4(o, r, row, 4);
+    o += R"(,"accuracy_m":)";
+    append_float4(o, r, row, 5);
+    o += R"(,"attributes":)";
     const auto attrs = r.view(row, 6);
-    if (attrs) {
-        w.raw(*attrs);
-    } else {
-        w.null();
-    }
+    o += attrs ? *attrs : std::string_view("null");
     if (with_ingest_ids) {
-        w.key("ingest_batch_id").value(db::binary::int8(r.at_view(row, 7)));
-        w.key("kafka_partition").value(db::binary::int4(r.at_view(row, 8)));
-        w.key("kafka_offset").value(db::binary::int8(r.at_view(row, 9)));
+        o += R"(,"ingest_batch_id":)";
+        append_json_number(o, db::binary::int8(r.at_view(row, 7)));
+        o += R"(,"kafka_partition":)";
+        append_json_number(o, std::int64_t{db::binary::int4(r.at_view(row, 8))});
+        o += R"(,"kafka_offset":)";
+        append_json_number(o, db::binary::int8(r.at_view(row, 9)));
     }
-    for (const auto& [name, number] : extra) w.key(name).value(number);
-    w.end_object();
-    w.end_object();
+    for (const auto& [name, number] : extra) {
+        o += ',';
+        append_json_string(o, name);
+        o += ':';
+        append_json_number(o, number);
+    }
+    o += "}}";
 }
 
 }  // namespace

@@ -86,19 +86,14 @@ JsonWriter& JsonWriter::value(std::string_view s) {
 }
 
 JsonWriter& JsonWriter::value(std::int64_t n) {
-    before_value();
-    std::array<char, 24> buf{};
-    const auto r = std::to_chars(buf.data(), buf.data() + buf.size(), n);
-    out_.append(buf.data(), r.ptr);
+    append_json_number(value_buffer(), n);
     return *this;
 }
 
 namespace {
 
-// The shortest text that reads back as the same value (as PostgreSQL prints floats); null when
-// the value is not finite, which JSON has no number for.
 template <typename F>
-void append_number(std::string& out, F v) {
+void append_float(std::string& out, F v) {
     if (!std::isfinite(v)) {
         out += "null";
         return;
@@ -111,15 +106,21 @@ void append_number(std::string& out, F v) {
 
 }  // namespace
 
+void append_json_number(std::string& out, double v) { append_float(out, v); }
+void append_json_number(std::string& out, float v) { append_float(out, v); }
+void append_json_number(std::string& out, std::int64_t v) {
+    std::array<char, 24> buf{};
+    const auto r = std::to_chars(buf.data(), buf.data() + buf.size(), v);
+    out.append(buf.data(), r.ptr);
+}
+
 JsonWriter& JsonWriter::value(double d) {
-    before_value();
-    append_number(out_, d);
+    append_json_number(value_buffer(), d);
     return *this;
 }
 
 JsonWriter& JsonWriter::value(float f) {
-    before_value();
-    append_number(out_, f);
+    append_json_number(value_buffer(), f);
     return *this;
 }
 

@@ -54,6 +54,14 @@ class JsonWriter {
     // Text that is already a JSON value (ST_AsGeoJSON output, a jsonb column).
     JsonWriter& raw(std::string_view json);
 
+    // For a writer of a fixed-shape value composed from literal fragments (the point feature of
+    // every API page): the comma before a value, then the output, to which the caller appends
+    // exactly one complete JSON value with append_json_string / append_json_number and literals.
+    std::string& value_buffer() {
+        before_value();
+        return out_;
+    }
+
     // Room for `bytes` of output up front, so that a large document is not copied as it grows.
     void reserve(std::size_t bytes) { out_.reserve(bytes); }
     [[nodiscard]] const std::string& str() const { return out_; }
@@ -84,6 +92,10 @@ class JsonWriter {
 };
 
 void append_json_string(std::string& out, std::string_view s);
+// The shortest text that reads back as the same value; null when it is not finite.
+void append_json_number(std::string& out, double v);
+void append_json_number(std::string& out, float v);
+void append_json_number(std::string& out, std::int64_t v);
 
 // Whether `text` is a JSON number (RFC 8259 grammar).
 bool is_json_number(std::string_view text);
