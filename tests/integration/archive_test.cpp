@@ -974,37 +974,29 @@ TEST(ArchiveS3, ThrottledAndUnansweredUploadsAreRetriedAndLoseNothing) {
         {"TRACKD_ARCHIVE_S3_RETRY_ATTEMPTS", "4"},
         {"TRACKD_ARCHIVE_S3_RETRY_BASE_DELAY_MS", "50"},
         {"TRACKD_ARCHIVE_S3_TIMEOUT_MS", "1500"}};
-    const auto through = [&](const HttpFront& front) {
+    // One `archive --once` of a new batch through a front with `fault`; `event` is what the front
+    // logs for each fault, `faults` how many it must have logged.
+    const auto archive_through = [&](int batch, const std::string& fault, const char* event,
+                                     std::size_t faults) {
+        insert_small_batch(conn, batch);
+        HttpFront front("archs3faults" + std::to_string(batch), s3_endpoint(),
+                        {"--s3", fault, std::to_string(faults)});
         auto env = retries;
         env["TRACKD_ARCHIVE_S3_ENDPOINT"] = front.uri;
-        return a.archive("--once", env);
+        const auto t0 = std::chrono::steady_clock::now();
+        const auto r = a.archive("--once", env);
+        std::printf("[ measured ] archive --once with %s %zu: %.1f s\n", fault.c_str(), faults,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        EXPECT_EQ(r.exit_code, 0) << r.output << front.text();
+        EXPECT_EQ(front.count(event), faults) << front.text();
+        EXPECT_NE(r.output.find("archived 7 rows in 1 commits"), std::string::npos) << r.output;
+        return r.output;
     };
-
-    insert_small_batch(conn, 1);
-    {
-        HttpFront front("archs3throttle", s3_endpoint(), {"--s3", "--s3-throttle", "2"});
-        const auto t0 = std::chrono::steady_clock::now();
-        const auto r = through(front);
-        std::printf("[ measured ] archive --once with 2 uploads throttled: %.1f s\n",
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-        ASSERT_EQ(r.exit_code, 0) << r.output << front.text();
-        EXPECT_EQ(front.count("upload throttled 503"), 2U) << front.text();
-        EXPECT_NE(r.output.find("SlowDown"), std::string::npos) << r.output;
-        EXPECT_EQ(count_of(r.output, "archive storage request failed, retrying"), 2U) << r.output;
-        EXPECT_NE(r.output.find("archived 7 rows in 1 commits"), std::string::npos) << r.output;
-    }
-    insert_small_batch(conn, 2);
-    {
-        HttpFront front("archs3hang", s3_endpoint(), {"--s3", "--s3-hang", "1"});
-        const auto t0 = std::chrono::steady_clock::now();
-        const auto r = through(front);
-        std::printf("[ measured ] archive --once with one upload unanswered: %.1f s\n",
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-        ASSERT_EQ(r.exit_code, 0) << r.output << front.text();
-        EXPECT_EQ(front.count("upload left unanswered"), 1U) << front.text();
-        EXPECT_GE(count_of(r.output, "archive storage request failed, retrying"), 1U) << r.output;
-        EXPECT_NE(r.output.find("archived 7 rows in 1 commits"), std::string::npos) << r.output;
-    }
+    const auto throttled = archive_through(1, "--s3-throttle", "upload throttled 503", 2);
+    EXPECT_NE(throttled.find("SlowDown"), std::string::npos) << throttled;
+    EXPECT_EQ(count_of(throttled, "archive storage request failed, retrying"), 2U) << throttled;
+    const auto silent = archive_through(2, "--s3-hang", "upload left unanswered", 1);
+    EXPECT_GE(count_of(silent, "archive storage request failed, retrying"), 1U) << silent;
     expect_exact(a.check("compare"));
     EXPECT_EQ(a.check("compare").at("iceberg_rows"), "14");
     EXPECT_EQ(a.check("files").at("missing_files"), "0");
