@@ -959,12 +959,13 @@ TEST(ArchiveS3, OutageWhileArchivingIsRetriedAndLosesNothing) {
     EXPECT_EQ(a.check("files").at("missing_files"), "0");
 }
 
-// S3 answering 503 SlowDown (throttling) and an upload left unanswered on an open connection
-// (tests/integration/rest_proxy.py --s3 between trackd and moto): both are retried with backoff,
+// S3 answering 503 SlowDown (throttling) and a request left unanswered on an open connection,
+// first on uploads, then on reads (tests/integration/rest_proxy.py --s3 between trackd and
+// moto): each is retried with backoff,
 // the silent one once it has sent less than a byte a second for archive.s3_timeout_ms (curl's
 // low-speed limit, over its few-second average: docs/archive.md), and the archive holds exactly
 // PostGIS's rows with no file missing.
-TEST(ArchiveS3, ThrottledAndUnansweredUploadsAreRetriedAndLoseNothing) {
+TEST(ArchiveS3, ThrottledAndUnansweredRequestsAreRetriedAndLoseNothing) {
     TestDatabase db("archs3faults");
     const auto m = migrate(db);
     ASSERT_EQ(m.exit_code, 0) << m.output;
@@ -977,15 +978,16 @@ TEST(ArchiveS3, ThrottledAndUnansweredUploadsAreRetriedAndLoseNothing) {
     // One `archive --once` of a new batch through a front with `fault`; `event` is what the front
     // logs for each fault, `faults` how many it must have logged.
     const auto archive_through = [&](int batch, const std::string& fault, const char* event,
-                                     std::size_t faults) {
+                                     std::size_t faults, const char* method = "PUT") {
         insert_small_batch(conn, batch);
         HttpFront front("archs3faults" + std::to_string(batch), s3_endpoint(),
-                        {"--s3", fault, std::to_string(faults)});
+                        {"--s3", fault, std::to_string(faults), "--s3-faults-on", method});
         auto env = retries;
         env["TRACKD_ARCHIVE_S3_ENDPOINT"] = front.uri;
         const auto t0 = std::chrono::steady_clock::now();
         const auto r = a.archive("--once", env);
-        std::printf("[ measured ] archive --once with %s %zu: %.1f s\n", fault.c_str(), faults,
+        std::printf("[ measured ] archive --once with %s %zu on %s: %.1f s\n", fault.c_str(),
+                    faults, method,
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         EXPECT_EQ(r.exit_code, 0) << r.output << front.text();
         EXPECT_EQ(front.count(event), faults) << front.text();
@@ -997,8 +999,13 @@ TEST(ArchiveS3, ThrottledAndUnansweredUploadsAreRetriedAndLoseNothing) {
     EXPECT_EQ(count_of(throttled, "archive storage request failed, retrying"), 2U) << throttled;
     const auto silent = archive_through(2, "--s3-hang", "upload left unanswered", 1);
     EXPECT_GE(count_of(silent, "archive storage request failed, retrying"), 1U) << silent;
+    // The same on the reads (the table's metadata file, read at start).
+    const auto reads = archive_through(3, "--s3-throttle", "read throttled 503", 2, "GET");
+    EXPECT_EQ(count_of(reads, "archive storage request failed, retrying"), 2U) << reads;
+    const auto silent_read = archive_through(4, "--s3-hang", "read left unanswered", 1, "GET");
+    EXPECT_GE(count_of(silent_read, "archive storage request failed, retrying"), 1U) << silent_read;
     expect_exact(a.check("compare"));
-    EXPECT_EQ(a.check("compare").at("iceberg_rows"), "14");
+    EXPECT_EQ(a.check("compare").at("iceberg_rows"), "28");
     EXPECT_EQ(a.check("files").at("missing_files"), "0");
 }
 

@@ -27,6 +27,7 @@ checked), so the tests put this in front of it:
                                      throttling answer, without being forwarded
   --s3-hang N                        the N uploads after those are read and never answered: the
                                      connection stays open and silent until the client gives up
+  --s3-faults-on GET                 the two above apply to reads (GET) instead of uploads
 
 A commit the server cannot be reached for is not answered: the client's connection is closed,
 as a server killed mid-request would leave it; any other request gets a 502.
@@ -36,7 +37,7 @@ no --client-id and no --token is given). Prints one line per event on stdout, fl
 "token issued", "token refused", "credential refused", "forwarded <METHOD> <path> <status>",
 "commit reply lost", "commit failed 503", "commit held before the server", "commit answer held",
 "commit dropped", "upstream unreachable", "TLS handshake failed", "upload throttled 503",
-"upload left unanswered".
+"upload left unanswered" (with GET: "read throttled 503", "read left unanswered").
 """
 import argparse
 import http.server
@@ -69,6 +70,7 @@ def main():
     p.add_argument("--s3", action="store_true")
     p.add_argument("--s3-throttle", type=int, default=0)
     p.add_argument("--s3-hang", type=int, default=0)
+    p.add_argument("--s3-faults-on", choices=["PUT", "GET"], default="PUT")
     args = p.parse_args()
     lock = threading.Lock()
     state = {"issued": 0, "uses": {}, "lose": args.lose_commit_replies, "fail": args.fail_commits,
@@ -146,17 +148,18 @@ def main():
                 return hit
 
         def s3_fault(self, method, path):
-            """Throttles or leaves unanswered an upload; True when the request was taken."""
-            if method != "PUT":
+            """Throttles or leaves unanswered an upload (or a read); True when it was taken."""
+            if method != args.s3_faults_on:
                 return False
+            what = "upload" if method == "PUT" else "read"
             if self.count_down("throttle"):
-                say(f"upload throttled 503 {path}")
+                say(f"{what} throttled 503 {path}")
                 self.reply(503, b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown'
                                 b'</Code><Message>Please reduce your request rate.</Message>'
                                 b'</Error>', "application/xml")
                 return True
             if self.count_down("hang"):
-                say(f"upload left unanswered {path}")
+                say(f"{what} left unanswered {path}")
                 time.sleep(60)
                 self.drop()
                 return True
