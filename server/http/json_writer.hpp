@@ -20,24 +20,6 @@ class JsonWriter {
     JsonWriter& begin_array();
     JsonWriter& end_array();
     JsonWriter& key(std::string_view k);
-    // A member name written in trackd's source (a literal): appended as it is once its few
-    // characters are checked to need no escaping.
-    template <std::size_t N>
-    JsonWriter& key(const char (&k)[N]) {
-        const std::string_view name(k, N - 1);
-        for (const char c : name) {
-            // (a NUL inside means `k` was a buffer, not a literal: read it to its first NUL)
-            if (static_cast<unsigned char>(c) < 0x20 || c == '"' || c == '\\') {
-                return key(std::string_view(k));
-            }
-        }
-        before_value();
-        out_ += '"';
-        out_ += name;
-        out_ += "\":";
-        after_key_ = true;
-        return *this;
-    }
     JsonWriter& value(std::string_view s);
     JsonWriter& value(const char* s) { return value(std::string_view(s)); }
     JsonWriter& value(const std::string& s) { return value(std::string_view(s)); }
