@@ -64,7 +64,7 @@ void write_point_feature(JsonWriter& w, const db::Result& r, int row, std::strin
     o += ",\"";
     o += time_name;
     o += "\":\"";
-    o += format_rfc3339(db::binary::timestamptz_unix_us(r.at_view(row, 1)));
+    append_rfc3339(o, db::binary::timestamptz_unix_us(r.at_view(row, 1)));
     o += R"(","altitude_m":)";
     if (p.has_z) {
         append_json_number(o, p.z);

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <iterator>
 #include <vector>
 
 #include <fmt/format.h>
@@ -140,10 +141,18 @@ std::int64_t parse_rfc3339(const std::string& name, const std::string& s) {
 std::int64_t earliest_time_us() { return core::days_from_civil(1, 1, 1) * 86400 * 1000000; }
 
 std::string format_rfc3339(std::int64_t us) {
+    std::string out;
+    append_rfc3339(out, us);
+    return out;
+}
+
+void append_rfc3339(std::string& out, std::int64_t us) {
     const core::CivilTime t = core::civil_time_from_us(us);
     if (t.date.year < 0 || t.date.year > 9999) {  // not RFC 3339; PostgreSQL allows them
-        return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z", t.date.year, t.date.month,
-                           t.date.day, t.hour, t.minute, t.second, t.microsecond);
+        fmt::format_to(std::back_inserter(out), "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z",
+                       t.date.year, t.date.month, t.date.day, t.hour, t.minute, t.second,
+                       t.microsecond);
+        return;
     }
     // "YYYY-MM-DDTHH:MM:SS[.ffffff]Z", written digit by digit: an API page formats one per row.
     char buf[32];
@@ -169,7 +178,7 @@ std::string format_rfc3339(std::int64_t us) {
         while (p[-1] == '0') --p;
     }
     *p++ = 'Z';
-    return {buf, p};
+    out.append(buf, p);
 }
 
 TimeInterval parse_datetime(const std::string& name, const std::string& text) {

@@ -51,6 +51,8 @@ std::int64_t earliest_time_us();
 
 // UTC, "Z", with the fraction trimmed of trailing zeros ("2026-11-30T01:02:03.456Z").
 std::string format_rfc3339(std::int64_t us);
+// The same, appended to out (a page writes one per feature: no string of its own).
+void append_rfc3339(std::string& out, std::int64_t us);
 
 // OGC API `datetime`: an instant, or "start/end" with ".." or "" for an open end.
 TimeInterval parse_datetime(const std::string& name, const std::string& text);
