@@ -358,6 +358,7 @@ run_limit() {
   new_db "$db"
   if [[ "${limit_schema:-today}" == today ]]; then
     use_today_current_state "$db"
+    use_today_history_indexes "$db"
   fi
   # The GiST and btree are per-partition indexes (V0009): the variants drop them by suffix.
   if (($#)); then psql_at "$db" -c "CREATE FUNCTION public.bench_drop_history_indexes(p_suffix text) RETURNS void

@@ -90,6 +90,17 @@ use_today_current_state() {
     -c "CREATE INDEX vehicle_current_state_last_updated_idx ON trackd.vehicle_current_state (last_updated)" \
     >/dev/null || die "could not restore the current state's old layout on $1"
 }
+# use_today_history_indexes NAME: the history partitions' spatial index as the performance issue
+# measured it (a GiST on geom; V0013 made it an SP-GiST), on a migrated database.
+use_today_history_indexes() {
+  psql_at "$1" -v ON_ERROR_STOP=1 -c "DO \$today\$ DECLARE r record; BEGIN
+      FOR r IN SELECT c.relname FROM pg_inherits h JOIN pg_class c ON c.oid = h.inhrelid
+                WHERE h.inhparent = 'trackd.vehicle_telemetry_history'::regclass
+                  AND to_regclass(format('trackd.%I', c.relname || '_geom_spgist')) IS NOT NULL LOOP
+        EXECUTE format('DROP INDEX trackd.%I', r.relname || '_geom_spgist');
+        EXECUTE format('CREATE INDEX %I ON trackd.%I USING gist (geom)', r.relname || '_geom_gist', r.relname);
+      END LOOP; END \$today\$" >/dev/null || die "could not restore the history's GiST on $1"
+}
 drop_db() {
   psql_admin -c "SET client_min_messages = warning" \
     -c "DROP DATABASE IF EXISTS $1 WITH (FORCE)" >/dev/null 2>&1 || true

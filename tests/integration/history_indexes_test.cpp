@@ -92,7 +92,7 @@ class HistoryIndexesTest : public ::testing::Test {
 const std::string kHot = std::string(kPartition) + "_geom_spgist:true," + kPartition +
                          "_ingest_batch_id_idx:true," + kPartition + "_time_brin:true," +
                          kPartition + "_vehicle_hash:true";
-const std::string kClosed = std::string(kPartition) + "_geom_gist:true," + kPartition +
+const std::string kClosed = std::string(kPartition) + "_geom_spgist:true," + kPartition +
                             "_ingest_batch_id_idx:true," + kPartition + "_vehicle_time_idx:true";
 
 TEST_F(HistoryIndexesTest, OpenPartitionsAreHotAndAClosedOneGetsExactlyTodaysIndexes) {
@@ -107,7 +107,7 @@ TEST_F(HistoryIndexesTest, OpenPartitionsAreHotAndAClosedOneGetsExactlyTodaysInd
     sql("SELECT trackd.create_history_partitions('2025-06-01T12:00:00Z', "
         "'2025-06-01T13:00:00Z', 'hour', true)");
     const std::string past = "vehicle_telemetry_history_p2025060112";
-    EXPECT_EQ(indexes_of(past), past + "_geom_gist:true," + past + "_ingest_batch_id_idx:true," +
+    EXPECT_EQ(indexes_of(past), past + "_geom_spgist:true," + past + "_ingest_batch_id_idx:true," +
                                     past + "_vehicle_time_idx:true");
 
     script(kHotPastPartition);
@@ -118,9 +118,10 @@ TEST_F(HistoryIndexesTest, OpenPartitionsAreHotAndAClosedOneGetsExactlyTodaysInd
     const auto pass = indexer.run_once();
     EXPECT_FALSE(pass.skipped);
     EXPECT_EQ(pass.partitions, 1);
-    EXPECT_EQ(pass.indexes_built, 2);
+    // The SP-GiST is in both sets (V0013): only the btree is built, the BRIN and hash dropped.
+    EXPECT_EQ(pass.indexes_built, 1);
     EXPECT_EQ(pass.invalid_dropped, 0);
-    EXPECT_EQ(pass.hot_dropped, 3);
+    EXPECT_EQ(pass.hot_dropped, 2);
     EXPECT_EQ(indexes_of(kPartition), kClosed);
     // Definitions as the parent's were before V0009.
     EXPECT_EQ(sql("SELECT pg_get_indexdef(($1 || '_vehicle_time_idx')::regclass)",
@@ -179,20 +180,21 @@ TEST_F(HistoryIndexesTest, ABuildWhoseBackendIsKilledLeavesAnInvalidIndexThatIsR
     ASSERT_TRUE(failure) << "the build was not interrupted";
     holder.exec_script("ROLLBACK");
 
-    // The first closed index is there but invalid; the hot indexes are all still there.
-    EXPECT_EQ(indexes_of(kPartition), std::string(kPartition) + "_geom_gist:false," + kPartition +
-                                          "_geom_spgist:true," + kPartition +
+    // The closed index to build (the btree) is there but invalid; the hot indexes are all
+    // still there.
+    EXPECT_EQ(indexes_of(kPartition), std::string(kPartition) + "_geom_spgist:true," + kPartition +
                                           "_ingest_batch_id_idx:true," + kPartition +
-                                          "_time_brin:true," + kPartition + "_vehicle_hash:true");
+                                          "_time_brin:true," + kPartition + "_vehicle_hash:true," +
+                                          kPartition + "_vehicle_time_idx:false");
     EXPECT_EQ(sql("SELECT closed_invalid::text FROM trackd.history_partition_indexes() "
                   "WHERE partition_name = $1",
                   {kPartition})
                   .at(0, 0),
-              std::string("{") + kPartition + "_geom_gist}");
+              std::string("{") + kPartition + "_vehicle_time_idx}");
 
     const auto pass = HistoryIndexer(config_).run_once();
     EXPECT_EQ(pass.invalid_dropped, 1);
-    EXPECT_EQ(pass.indexes_built, 2);
+    EXPECT_EQ(pass.indexes_built, 1);
     EXPECT_EQ(pass.partitions, 1);
     EXPECT_EQ(indexes_of(kPartition), kClosed);
     // The late row is in the partition and found through the rebuilt btree.
@@ -226,16 +228,18 @@ TEST_F(HistoryIndexesTest, SwitchingOnMakesEmptyOpenPartitionsHotAndSwitchingOff
     EXPECT_EQ(indexes_of(today), today + "_geom_spgist:true," + today +
                                      "_ingest_batch_id_idx:true," + today + "_time_brin:true," +
                                      today + "_vehicle_hash:true");
-    EXPECT_EQ(indexes_of(later), later + "_geom_gist:true," + later + "_ingest_batch_id_idx:true," +
-                                     later + "_vehicle_time_idx:true");
+    EXPECT_EQ(indexes_of(later), later + "_geom_spgist:true," + later +
+                                     "_ingest_batch_id_idx:true," + later +
+                                     "_vehicle_time_idx:true");
     // Open partitions are not due while the setting is on...
     EXPECT_EQ(indexer.run_once().partitions, 0);
     // ...and all are once it is off: their rows get the closed indexes whatever their range.
     config_.postgis.defer_indexes = false;
     const auto pass = HistoryIndexer(config_).run_once();
     EXPECT_EQ(std::to_string(pass.partitions), std::to_string(std::stoi(open_partitions) - 1));
-    EXPECT_EQ(indexes_of(today), today + "_geom_gist:true," + today + "_ingest_batch_id_idx:true," +
-                                     today + "_vehicle_time_idx:true");
+    EXPECT_EQ(indexes_of(today), today + "_geom_spgist:true," + today +
+                                     "_ingest_batch_id_idx:true," + today +
+                                     "_vehicle_time_idx:true");
     EXPECT_EQ(sql("SELECT count(*) FROM trackd.history_partition_indexes() WHERE "
                   "cardinality(hot_present) > 0 OR cardinality(closed_missing) > 0")
                   .at(0, 0),

@@ -133,6 +133,62 @@ TEST(Migrations, TrackdMigrateEqualsPsqlFilesInOrder) {
         "0");
 }
 
+// V0013 indexes geom with SP-GiST: an empty partition gets it in place of its GiST; one with
+// rows keeps its GiST, which counts as its spatial index (nothing for the indexer to build, no
+// hot index to drop) and still answers a box.
+TEST(Migrations, V0013GivesEmptyPartitionsTheSpGistAndLeavesAFullOneItsGist) {
+    TestDatabase db("mig_spgist");
+    apply_with_psql(db, 12);
+    db::Connection conn(db.dsn(), "test");
+    conn.exec_script(R"SQL(
+SELECT trackd.create_history_partitions('2099-03-01T00:00:00Z', '2099-03-03T00:00:00Z', 'day', false);
+INSERT INTO trackd.vehicle_telemetry_history (vehicle_id, recorded_at, geom, ingest_batch_id,
+  kafka_partition, kafka_offset)
+SELECT 'veh-' || v, '2099-03-01T10:00:00Z'::timestamptz + v * interval '1 min',
+       ST_SetSRID(ST_MakePoint(13.0 + v * 0.01, 52.0, 0), 4326), 1, 0, v
+  FROM generate_series(1, 50) v;
+)SQL");
+    const auto indexes = [&](const std::string& partition) {
+        return conn
+            .query(
+                "SELECT string_agg(substr(c.relname, length($1) + 1), ',' ORDER BY c.relname) "
+                "FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid "
+                "WHERE x.indrelid = ('trackd.' || $1)::regclass",
+                {partition})
+            .at(0, 0);
+    };
+    const std::string full = "vehicle_telemetry_history_p20990301";
+    const std::string empty = "vehicle_telemetry_history_p20990302";
+    ASSERT_EQ(indexes(full), "_geom_gist,_ingest_batch_id_idx,_vehicle_time_idx");
+    ASSERT_EQ(indexes(empty), "_geom_gist,_ingest_batch_id_idx,_vehicle_time_idx");
+
+    auto r = run_command(trackd_with_db(db, "migrate"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(indexes(full), "_geom_gist,_ingest_batch_id_idx,_vehicle_time_idx");
+    EXPECT_EQ(indexes(empty), "_geom_spgist,_ingest_batch_id_idx,_vehicle_time_idx");
+    EXPECT_EQ(conn.query("SELECT string_agg(partition_name || ':' || closed_missing::text || "
+                         "closed_invalid::text || hot_present::text, ',' ORDER BY partition_name) "
+                         "FROM trackd.history_partition_indexes() WHERE partition_name IN ($1, $2)",
+                         {full, empty})
+                  .at(0, 0),
+              full + ":{}{}{}," + empty + ":{}{}{}");
+    // A partition made now gets the SP-GiST.
+    conn.exec_script(
+        "SELECT trackd.create_history_partitions('2099-04-01T00:00:00Z', "
+        "'2099-04-02T00:00:00Z', 'day', false)");
+    EXPECT_EQ(indexes("vehicle_telemetry_history_p20990401"),
+              "_geom_spgist,_ingest_batch_id_idx,_vehicle_time_idx");
+    conn.exec_script("SET enable_seqscan = off");
+    const std::string box =
+        "SELECT count(*) FROM trackd.vehicle_telemetry_history WHERE geom && "
+        "ST_MakeEnvelope(13.095, 51.9, 13.205, 52.1, 4326)";
+    EXPECT_EQ(conn.query(box).at(0, 0), "11");
+    const auto plan = conn.query("EXPLAIN " + box);
+    std::string text;
+    for (int i = 0; i < plan.rows(); ++i) text += plan.at(i, 0) + "\n";
+    EXPECT_NE(text.find(full + "_geom_gist"), std::string::npos) << text;
+}
+
 // V0010 replaces the hot indexes of postgis.defer_indexes: an open partition made under V0009
 // (with rows) gets the new set in place of V0009's BRINs and keeps its rows; a partition with
 // the closed indexes is not touched.
@@ -166,7 +222,8 @@ SELECT 'veh-' || v, '2099-01-01T10:00:00Z'::timestamptz + v * interval '1 min',
     auto r = run_command(trackd_with_db(db, "migrate"));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_EQ(indexes(hot), "_geom_spgist,_ingest_batch_id_idx,_time_brin,_vehicle_hash");
-    EXPECT_EQ(indexes(closed), "_geom_gist,_ingest_batch_id_idx,_vehicle_time_idx");
+    // Empty, so V0013 gave it the SP-GiST in place of the GiST.
+    EXPECT_EQ(indexes(closed), "_geom_spgist,_ingest_batch_id_idx,_vehicle_time_idx");
     EXPECT_EQ(conn.query("SELECT count(*) FROM trackd.vehicle_telemetry_history").at(0, 0), "50");
     // The new indexes answer: a vehicle by the hash, a box by the SP-GiST.
     conn.exec_script("SET enable_seqscan = off");
