@@ -14,7 +14,8 @@
 # 3. the API's and QGIS's history queries (the SQL trackd's API runs, random parameters from a
 #    fixed seed) with pgbench, one client, --seconds each (default 5), p50/p99 from pgbench's
 #    per-transaction log: on today's layout, on the hot partition, and on the same partition
-#    once closed (its GiST and btree built);
+#    once closed (the closed indexes it lacks built, as trackd's indexer does: since V0013 the
+#    btree, the SP-GiST being in both sets);
 # 4. the close: the closed indexes built with the statements trackd's indexer runs (CREATE
 #    INDEX CONCURRENTLY), timed, while another COPY-limit load writes into a third database;
 #    that load's rows/s against the same load alone, before.
@@ -192,7 +193,10 @@ load during_alone "$work/space" hot
 drop_db "bench_layout_during_alone_$tag"
 part="$(psql_at "$qh" -c "SELECT tableoid::regclass::text FROM trackd.vehicle_telemetry_history GROUP BY 1 ORDER BY count(*) DESC LIMIT 1")"
 part="${part#trackd.}"
-build_sql="$(psql_at "$qh" -c "SELECT format('CREATE INDEX CONCURRENTLY IF NOT EXISTS %I ON trackd.%I %s', '$part' || suffix, '$part', definition) FROM trackd.history_closed_indexes()")"
+# What trackd's indexer runs (server/sink/postgis/history_indexer.cpp): the closed indexes the
+# partition lacks, then a drop of the hot ones the closed set does not share.
+build_sql="$(psql_at "$qh" -c "SELECT format('CREATE INDEX CONCURRENTLY IF NOT EXISTS %I ON trackd.%I %s', '$part' || suffix, '$part', definition) FROM trackd.history_closed_indexes() WHERE to_regclass(format('trackd.%I', '$part' || suffix)) IS NULL")"
+build_names="$(psql_at "$qh" -c "SELECT string_agg(suffix, ', ') FROM trackd.history_closed_indexes() WHERE to_regclass(format('trackd.%I', '$part' || suffix)) IS NULL")"
 ingest_db="bench_layout_during_$tag"
 new_db "$ingest_db"
 # Loads back to back (the same files again: more rows into the same partition) until the build
@@ -219,7 +223,7 @@ wait "$loader"
 during_rates=""
 for f in "$work"/during_[0-9]*.kv; do during_rates+="$(kv "$f" rows_per_s) "; done
 during_first=$(kv "$work/during_1.kv" rows_per_s)
-psql_at "$qh" -c "SELECT format('DROP INDEX CONCURRENTLY IF EXISTS trackd.%I', '$part' || suffix) FROM trackd.history_hot_indexes()" |
+psql_at "$qh" -c "SELECT format('DROP INDEX CONCURRENTLY IF EXISTS trackd.%I', n) FROM trackd.history_partition_indexes(), unnest(hot_present) n WHERE partition_name = '$part'" |
   while IFS= read -r stmt; do psql_at "$qh" -c "$stmt" >/dev/null; done
 psql_at "$qh" -c "ANALYZE trackd.vehicle_telemetry_history" >/dev/null
 say "built in ${build_s}s (${build_times[*]}); the loads beside it: $during_rates rows/s"
@@ -255,7 +259,7 @@ report="$work/report.md"
   echo
   echo "- **hot / today rows/s = $(calc "$bh / $bt")** (best of each); backend CPU hot / today = $(calc "$ch / $ct") (lowest of each)"
   echo
-  echo "Queries (pgbench, 1 client, ${seconds} s each, random parameters; ms). Today and hot alternated; closed = the hot partition after its GiST and btree were built (its rows stay in Morton order):"
+  echo "Queries (pgbench, 1 client, ${seconds} s each, random parameters; ms). Today and hot alternated; closed = the hot partition after its closed indexes were built ($build_names) and the other hot ones dropped (its rows stay in Morton order):"
   echo
   echo "| query | today p50 / p99 | hot p50 / p99 | closed p50 / p99 | hot / today p99 | closed / today p99 |"
   echo "|---|---|---|---|---:|---:|"
@@ -266,7 +270,7 @@ report="$work/report.md"
     echo "| $q | $t50 / $t99 | $h50 / $h99 | $c50 / $c99 | $(calc "$h99 / $t99") | $(calc "$c99 / $t99") |"
   done
   echo
-  echo "Partition close ($part, $rows rows): the closed indexes built with CREATE INDEX CONCURRENTLY in ${build_s} s (GiST, btree: ${build_times[*]} s) while COPY-limit loads (hot layout, 2 connections, the same files back to back until the build ended) wrote into another database: the first ran $during_first rows/s against $(kv "$work/during_alone.kv" rows_per_s) rows/s alone just before ($(calc "$during_first / $(kv "$work/during_alone.kv" rows_per_s)")x); every load in turn: $during_rates rows/s (the last one partly after the build). Another database, so this is the CPU the build takes from ingest on 2 shared cores; that a write into the partition being built is not held meanwhile is checked by HistoryIndexesTest.ABuildWhoseBackendIsKilledLeavesAnInvalidIndexThatIsRebuilt."
+  echo "Partition close ($part, $rows rows): the closed indexes built with CREATE INDEX CONCURRENTLY in ${build_s} s ($build_names: ${build_times[*]} s) while COPY-limit loads (hot layout, 2 connections, the same files back to back until the build ended) wrote into another database: the first ran $during_first rows/s against $(kv "$work/during_alone.kv" rows_per_s) rows/s alone just before ($(calc "$during_first / $(kv "$work/during_alone.kv" rows_per_s)")x); every load in turn: $during_rates rows/s (the last one partly after the build). Another database, so this is the CPU the build takes from ingest on 2 shared cores; that a write into the partition being built is not held meanwhile is checked by HistoryIndexesTest.ABuildWhoseBackendIsKilledLeavesAnInvalidIndexThatIsRebuilt."
 } >"$report"
 echo
 cat "$report"
