@@ -133,6 +133,17 @@ TEST(Migrations, TrackdMigrateEqualsPsqlFilesInOrder) {
         "0");
 }
 
+// The suffixes of a history partition's indexes, in name order ("_geom_gist,_ingest_...").
+std::string index_suffixes(db::Connection& conn, const std::string& partition) {
+    return conn
+        .query(
+            "SELECT string_agg(substr(c.relname, length($1) + 1), ',' ORDER BY c.relname) "
+            "FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid "
+            "WHERE x.indrelid = ('trackd.' || $1)::regclass",
+            {partition})
+        .at(0, 0);
+}
+
 // V0013 indexes geom with SP-GiST: an empty partition gets it in place of its GiST; one with
 // rows keeps its GiST, which counts as its spatial index (nothing for the indexer to build, no
 // hot index to drop) and still answers a box.
@@ -149,13 +160,7 @@ SELECT 'veh-' || v, '2099-03-01T10:00:00Z'::timestamptz + v * interval '1 min',
   FROM generate_series(1, 50) v;
 )SQL");
     const auto indexes = [&](const std::string& partition) {
-        return conn
-            .query(
-                "SELECT string_agg(substr(c.relname, length($1) + 1), ',' ORDER BY c.relname) "
-                "FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid "
-                "WHERE x.indrelid = ('trackd.' || $1)::regclass",
-                {partition})
-            .at(0, 0);
+        return index_suffixes(conn, partition);
     };
     const std::string full = "vehicle_telemetry_history_p20990301";
     const std::string empty = "vehicle_telemetry_history_p20990302";
@@ -206,13 +211,7 @@ SELECT 'veh-' || v, '2099-01-01T10:00:00Z'::timestamptz + v * interval '1 min',
   FROM generate_series(1, 50) v;
 )SQL");
     const auto indexes = [&](const std::string& partition) {
-        return conn
-            .query(
-                "SELECT string_agg(substr(c.relname, length($1) + 1), ',' ORDER BY c.relname) "
-                "FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid "
-                "WHERE x.indrelid = ('trackd.' || $1)::regclass",
-                {partition})
-            .at(0, 0);
+        return index_suffixes(conn, partition);
     };
     const std::string hot = "vehicle_telemetry_history_p20990101";
     const std::string closed = "vehicle_telemetry_history_p20990201";
