@@ -91,9 +91,14 @@ use_today_current_state() {
     >/dev/null || die "could not restore the current state's old layout on $1"
 }
 # use_today_history_indexes NAME: the history partitions' spatial index as the performance issue
-# measured it (a GiST on geom; V0013 made it an SP-GiST), on a migrated database.
+# measured it (a GiST on geom; V0013 made it an SP-GiST), on a migrated database: on every
+# partition, and in trackd.history_closed_indexes() for partitions made later (and for the
+# loader's --layout hot, which drops the closed set by its names).
 use_today_history_indexes() {
-  psql_at "$1" -v ON_ERROR_STOP=1 -c "DO \$today\$ DECLARE r record; BEGIN
+  psql_at "$1" -v ON_ERROR_STOP=1 -c "CREATE OR REPLACE FUNCTION trackd.history_closed_indexes()
+      RETURNS TABLE (suffix text, definition text) LANGUAGE sql IMMUTABLE AS \$fn\$
+      VALUES ('_geom_gist', 'USING gist (geom)'), ('_vehicle_time_idx', '(vehicle_id, recorded_at DESC)') \$fn\$" \
+    -c "DO \$today\$ DECLARE r record; BEGIN
       FOR r IN SELECT c.relname FROM pg_inherits h JOIN pg_class c ON c.oid = h.inhrelid
                 WHERE h.inhparent = 'trackd.vehicle_telemetry_history'::regclass
                   AND to_regclass(format('trackd.%I', c.relname || '_geom_spgist')) IS NOT NULL LOOP
