@@ -29,6 +29,17 @@ running_pid() {
   echo "$pid"
 }
 
+# The server this script has just started is still alive: its pid is there and not a zombie.
+# (running_pid would not know it yet: until the background subshell has exec'd the server, its
+# command line is the subshell's, without the process marker; on a busy machine that window
+# was long enough for a start to be taken for an exit.)
+started_alive() {
+  local pid
+  pid="$(tr -dc '0-9' <"$pid_file")"
+  [[ -n "$pid" && -r "/proc/$pid/stat" ]] || return 1
+  [[ "$(sed 's/^.*) //' "/proc/$pid/stat" | cut -d' ' -f1)" != Z ]]
+}
+
 # wait_ready SECONDS INTERVAL: until `answers` succeeds; stops the script if the server exits or
 # does not answer within SECONDS.
 wait_ready() {
@@ -38,7 +49,7 @@ wait_ready() {
       say "ready on 127.0.0.1:$port (pid $(cat "$pid_file"))"
       return 0
     fi
-    running_pid >/dev/null || { tail -n 30 "$log_file" >&2; die "the server exited during start-up"; }
+    started_alive || { tail -n 30 "$log_file" >&2; die "the server exited during start-up"; }
     sleep "$2"
   done
   tail -n 30 "$log_file" >&2
