@@ -19,12 +19,19 @@ die() {
 
 [[ "$port" =~ ^[0-9]+$ ]] || die "$port_var must be a number, got '$port'"
 
-# The pid of the server this script started, if it still runs.
-running_pid() {
+# The pid this script recorded for the server it started, if any.
+recorded_pid() {
   [[ -f "$pid_file" ]] || return 1
   local pid
   pid="$(tr -dc '0-9' <"$pid_file")"
-  [[ -n "$pid" && -r "/proc/$pid/cmdline" ]] || return 1
+  [[ -n "$pid" ]] || return 1
+  echo "$pid"
+}
+
+# The pid of the server this script started, if it still runs.
+running_pid() {
+  local pid
+  pid="$(recorded_pid)" && [[ -r "/proc/$pid/cmdline" ]] || return 1
   tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "$process_marker" || return 1
   echo "$pid"
 }
@@ -35,8 +42,7 @@ running_pid() {
 # was long enough for a start to be taken for an exit.)
 started_alive() {
   local pid
-  pid="$(tr -dc '0-9' <"$pid_file")"
-  [[ -n "$pid" && -r "/proc/$pid/stat" ]] || return 1
+  pid="$(recorded_pid)" && [[ -r "/proc/$pid/stat" ]] || return 1
   [[ "$(sed 's/^.*) //' "/proc/$pid/stat" | cut -d' ' -f1)" != Z ]]
 }
 
