@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <exception>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include "support/child_process.hpp"
+#include "support/kafka_admin.hpp"
 #include "support/process.hpp"
 #include "support/services.hpp"
 #include "support/test_database.hpp"
@@ -78,12 +80,17 @@ class IngestHarness {
         auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db_.dsn()) + " " + trackd_binary() +
                              " migrate");
         EXPECT_EQ(m.exit_code, 0) << m.output;
-        auto t = run_command(std::string(TRACKD_SOURCE_DIR) + "/scripts/kafka.sh create-topic " +
-                             topic_ + " " + std::to_string(partitions));
-        EXPECT_EQ(t.exit_code, 0) << t.output;
+        try {
+            KafkaAdmin().create_topic(topic_, partitions);
+        } catch (const std::exception& e) {
+            ADD_FAILURE() << e.what();
+        }
     }
     ~IngestHarness() {
-        run_command(std::string(TRACKD_SOURCE_DIR) + "/scripts/kafka.sh delete-topic " + topic_);
+        try {
+            KafkaAdmin().delete_topic(topic_);
+        } catch (...) {  // NOLINT(bugprone-empty-catch): best effort in a destructor
+        }
     }
 
     [[nodiscard]] const TestDatabase& db() const { return db_; }
