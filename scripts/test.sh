@@ -95,9 +95,9 @@ step "start local services"
 bash "$here/services.sh" start
 
 # The fault suite (docs/reliability.md, release build, each case once) runs in the background
-# beside the ASan tests: most of its time is spent waiting (frozen instances, session timeouts,
-# outages), and a case that stops a service runs its own. Two cases side by side. Its output is
-# printed when it ends.
+# beside the unit and integration tests of both builds, from their start: most of its time is
+# spent waiting (frozen instances, session timeouts, outages), and a case that stops a service
+# runs its own. Two cases side by side. Its output is printed when it ends.
 faults_pid=""
 faults_log="$repo/build/faults.log"
 start_faults() {
@@ -115,6 +115,7 @@ start_faults() {
 # ProtobufIngest.*, GeofenceEvents.* and LostCommitReply.*). They run in the release pass.
 asan_release_only='^(Archive\.CompactionAfter200SmallCommitsKeepsEveryRow|Archive\.MaintenanceAfter200CommitsExpiresMergesAndDeletesOrphans|Migrations\.SideBySideOnAFreshClusterAllSucceed|Ingest\.SurvivesRepeatedSigkillWithoutLossOrDuplicates|Ingest\.ExactAccountingOf100kMessages)$'
 
+if [[ " $presets " == *" release "* ]]; then start_faults; fi
 for preset in $presets; do
   step "unit tests ($preset)"
   ctest --preset "$preset" -L unit -j "$jobs"
@@ -124,7 +125,6 @@ for preset in $presets; do
   skip=()
   if [[ $preset == asan ]]; then skip=(-E "$asan_release_only"); fi
   ctest --preset "$preset" -L integration -j "${TRACKD_TEST_JOBS:-3}" "${skip[@]}"
-  if [[ $preset == release ]]; then start_faults; fi
 done
 
 if [[ -n $faults_pid ]]; then
