@@ -449,8 +449,9 @@ class Ingest final : public source::PartitionOwner {
         }
         metrics_.accepted.inc();
         shard_of(m.partition)
-            .builder.add_row(batch::Row{std::move(pos), m.partition, m.offset, m.timestamp_ms},
-                             m.payload.size(), now);
+            .builder.add_row(
+                batch::Row{std::move(pos), m.partition, m.offset, m.timestamp_ms, known == nullptr},
+                m.payload.size(), now);
         return true;
     }
 

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "trackd/core/metrics.hpp"
 #include "trackd/db/connection.hpp"
 #include "trackd/db/migrations.hpp"
 
@@ -149,6 +150,80 @@ TEST_F(PostgisSinkTest, EqualTimesInTheCurrentStateGoToTheLaterOffset) {
     // An older time never replaces a newer one, whatever its offset.
     sink.commit(make_batch({12}, {}, t - 1), {{0, Fence{1, 12}}});
     EXPECT_EQ(value("SELECT kafka_offset FROM trackd.vehicle_current_state"), "11");
+}
+
+// A batch whose vehicles trackd had not seen is inserted without the upsert; when one of them is
+// in the current state after all (here a row written by hand, as another instance would), the
+// batch's current state goes through the upsert instead, with its forward-only rule, and the
+// fallback is counted. A batch with any known vehicle goes through the upsert at once.
+TEST_F(PostgisSinkTest, FirstSeenVehiclesAreInsertedAndOnesAlreadyStoredGoThroughTheUpsert) {
+    PostgisSink sink(config_, "trackd ingest test");
+    sink.claim({0});
+    const auto fallbacks = [] {
+        const auto text = core::metrics::registry().render();
+        const std::string name = "\ntrackd_current_state_insert_fallbacks_total ";
+        const auto at = text.find(name);
+        return at == std::string::npos
+                   ? std::string("absent")
+                   : text.substr(at + name.size(), text.find('\n', at + 1) - at - name.size());
+    };
+    const auto before = fallbacks();
+    const auto t = now_us() - 60000000;
+    // vehicle, seconds after t, first seen; offsets 0.. in this order.
+    const auto batch_of = [&](std::int64_t first_offset,
+                              const std::vector<std::tuple<std::string, int, bool>>& rows) {
+        batch::Batch b;
+        std::int64_t o = first_offset;
+        for (const auto& [vehicle, seconds, first] : rows) {
+            batch::Row r;
+            r.position.vehicle_id = vehicle;
+            r.position.recorded_at_us = t + seconds * 1000000LL;
+            r.position.longitude = 13.4 + 0.001 * seconds;
+            r.position.latitude = 52.5;
+            r.partition = 0;
+            r.offset = o++;
+            r.first_seen = first;
+            b.rows.push_back(r);
+        }
+        b.next_offsets[0] = o;
+        return b;
+    };
+    const auto state = [&] {
+        return value(
+            "SELECT string_agg(vehicle_id || ':' || kafka_offset || ':' || "
+            "round(ST_X(geom)::numeric, 3), ',' ORDER BY vehicle_id) "
+            "FROM trackd.vehicle_current_state");
+    };
+
+    // v1 twice (first seen on its first row only: the staged, latest row is still new), v2 once.
+    sink.commit(batch_of(0, {{"v1", 1, true}, {"v2", 2, true}, {"v1", 3, false}}),
+                {{0, Fence{1, -1}}});
+    EXPECT_EQ(state(), "v1:2:13.403,v2:1:13.402");
+    EXPECT_EQ(fallbacks(), before);
+
+    // v3 and v4 written by someone else: v3 newer than the batch's row, v4 older.
+    {
+        db::Connection conn(db_.dsn(), "test");
+        conn.query(
+            "INSERT INTO trackd.vehicle_current_state (vehicle_id, last_updated, geom, "
+            "ingest_batch_id, kafka_partition, kafka_offset) "
+            "SELECT v, to_timestamp($1::bigint / 1e6) + s * interval '1 s', "
+            "ST_SetSRID(ST_MakePoint(1, 1, 0), 4326), 0, 5, 77 "
+            "FROM (VALUES ('v3', 100), ('v4', -100)) AS x(v, s)",
+            {std::to_string(t)});
+    }
+    // v3 and v4 seen for the first time by this writer, v5 too (not stored).
+    sink.commit(batch_of(3, {{"v3", 10, true}, {"v4", 11, true}, {"v5", 12, true}}),
+                {{0, Fence{1, 3}}});
+    EXPECT_EQ(state(), "v1:2:13.403,v2:1:13.402,v3:77:1.000,v4:4:13.411,v5:5:13.412");
+    const auto after_fallback = fallbacks();
+    EXPECT_EQ(std::stod(after_fallback), std::stod(before == "absent" ? "0" : before) + 1);
+
+    // v6 new, v1 known: the upsert.
+    sink.commit(batch_of(6, {{"v6", 14, true}, {"v1", 15, false}}), {{0, Fence{1, 6}}});
+    EXPECT_EQ(state(), "v1:7:13.415,v2:1:13.402,v3:77:1.000,v4:4:13.411,v5:5:13.412,v6:6:13.414");
+    EXPECT_EQ(fallbacks(), after_fallback);
+    EXPECT_EQ(value("SELECT count(*) FROM trackd.vehicle_telemetry_history"), "8");
 }
 
 // The history rows of a batch are written in (vehicle, time) order, whatever order they were

@@ -22,6 +22,10 @@ struct Row {
     std::int32_t partition = 0;
     std::int64_t offset = 0;
     std::int64_t kafka_timestamp_ms = 0;  // the broker's timestamp, for freshness
+    // trackd held no position of this vehicle when it read the row (none committed from the
+    // partitions it owns, none read before): the current state most likely has no row for it.
+    // A batch of such vehicles only is inserted without the upsert (docs/ingest.md, Delivery).
+    bool first_seen = false;
 };
 
 struct DeadLetter {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <numeric>
+#include <string_view>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -60,6 +62,14 @@ void encode_row(CopyEncoder& enc, const batch::Row& row, std::int64_t batch_id) 
     enc.int8(batch_id);
     enc.int4(row.partition);
     enc.int8(row.offset);
+}
+
+core::metrics::Counter& current_state_insert_fallbacks() {
+    static auto& c = core::metrics::counter(
+        "trackd_current_state_insert_fallbacks_total",
+        "Batches of vehicles seen for the first time of which one was in the current state "
+        "already (written by another instance or by hand): upserted instead of inserted");
+    return c;
 }
 
 std::string pg_int_array(const std::vector<std::int64_t>& values) {
@@ -204,8 +214,8 @@ void PostgisSink::reconnect() {
 }
 
 void PostgisSink::prepare_session(db::Connection& conn) {
-    // Staging table for the current-state upsert: COPY the batch's latest row per vehicle
-    // here, then one INSERT ... ON CONFLICT. Temporary, so it costs no WAL.
+    // Staging table for the current state: COPY the batch's latest row per vehicle here, then
+    // one INSERT (... ON CONFLICT). Temporary, so it costs no WAL.
     conn.exec_script(
         "CREATE TEMP TABLE IF NOT EXISTS current_stage "
         "(LIKE trackd.vehicle_current_state INCLUDING DEFAULTS) ON COMMIT DELETE ROWS;"
@@ -558,10 +568,9 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
                 conn.copy_end();
             }
 
+            const auto latest = batch::latest_per_vehicle(b);
             enc.begin();
-            for (const auto i : batch::latest_per_vehicle(b)) {
-                encode_row(enc, b.rows[i], result.ingest_batch_id);
-            }
+            for (const auto i : latest) encode_row(enc, b.rows[i], result.ingest_batch_id);
             enc.end();
             conn.copy_start(
                 "COPY current_stage (vehicle_id, last_updated, geom, speed_kmh, heading_deg, "
@@ -569,8 +578,7 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
                 "FROM STDIN (FORMAT binary)");
             conn.copy_send(enc.data());
             conn.copy_end();
-            // Only forward in time: an older position never replaces a newer one.
-            conn.exec_script(
+            static const std::string insert_staged =
                 "INSERT INTO trackd.vehicle_current_state AS s (vehicle_id, last_updated, geom, "
                 "speed_kmh, heading_deg, accuracy_m, attributes, ingest_batch_id, "
                 "kafka_partition, kafka_offset) "
@@ -578,7 +586,32 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
                 "attributes, ingest_batch_id, kafka_partition, kafka_offset FROM current_stage "
                 // One lock order for every writer: concurrent batches that share a vehicle
                 // (messages not keyed by vehicle) wait for each other instead of deadlocking.
-                "ORDER BY vehicle_id "
+                "ORDER BY vehicle_id ";
+            // Every vehicle of the batch seen for the first time (a fleet's first batch, a
+            // stream of vehicles seen once): a plain INSERT, without the upsert's speculative
+            // insertion, a fifth of the cost of a new row (bench/RESULTS.md 2026-12-03 17:30
+            // UTC). If one is there after all (written by another instance: messages not keyed
+            // by vehicle, a repartitioned topic; or by hand), it is undone and the upsert below
+            // runs. Only whole batches: one statement per batch keeps the one lock order. The
+            // savepoint stays open until COMMIT, which commits it with the rest.
+            std::unordered_set<std::string_view> first_seen;
+            for (const auto& row : b.rows) {
+                if (row.first_seen) first_seen.insert(row.position.vehicle_id);
+            }
+            bool inserted = false;
+            if (!latest.empty() && first_seen.size() == latest.size()) {
+                try {
+                    conn.exec_script("SAVEPOINT new_vehicles; " + insert_staged);
+                    inserted = true;
+                } catch (const db::DbError& e) {
+                    if (e.sqlstate() != "23505") throw;
+                    conn.exec_script("ROLLBACK TO SAVEPOINT new_vehicles");
+                    current_state_insert_fallbacks().inc();
+                }
+            }
+            // Only forward in time: an older position never replaces a newer one.
+            static const std::string upsert_staged =
+                insert_staged +
                 "ON CONFLICT (vehicle_id) DO UPDATE SET last_updated = EXCLUDED.last_updated, "
                 "geom = EXCLUDED.geom, speed_kmh = EXCLUDED.speed_kmh, "
                 "heading_deg = EXCLUDED.heading_deg, accuracy_m = EXCLUDED.accuracy_m, "
@@ -588,7 +621,8 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
                 // trackd's total order: (recorded_at, offset); an equal time from a later
                 // message wins, as it does inside a batch (batch::latest_per_vehicle).
                 "WHERE (EXCLUDED.last_updated, EXCLUDED.kafka_offset) > "
-                "(s.last_updated, s.kafka_offset)");
+                "(s.last_updated, s.kafka_offset)";
+            if (!inserted) conn.exec_script(upsert_staged);
         }
 
         if (!b.dead_letters.empty()) {
