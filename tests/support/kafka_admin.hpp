@@ -4,9 +4,11 @@
 // of CPU on a machine the other tests share.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include <librdkafka/rdkafka.h>
 
@@ -38,7 +40,7 @@ class KafkaAdmin {
         rd_kafka_NewTopic_destroy(t);
         const auto code = topic_result(ev.get(), rd_kafka_event_CreateTopics_result(ev.get()),
                                        rd_kafka_CreateTopics_result_topics, "create " + name);
-        if (code == RD_KAFKA_RESP_ERR_NO_ERROR) return;
+        if (code == RD_KAFKA_RESP_ERR_NO_ERROR) return wait_for_metadata(name, partitions);
         if (code != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
             throw std::runtime_error("kafka admin: create " + name + ": " + rd_kafka_err2str(code));
         }
@@ -55,6 +57,7 @@ class KafkaAdmin {
             throw std::runtime_error("kafka admin: raise partitions of " + name + ": " +
                                      rd_kafka_err2str(pcode));
         }
+        wait_for_metadata(name, partitions);
     }
 
     // Idempotent: a topic that is not there is fine.
@@ -70,6 +73,29 @@ class KafkaAdmin {
     }
 
   private:
+    // The controller answers before every broker's metadata has the topic; a producer that
+    // asks at once (trackd-fleet checks the topic) would be told it does not exist. Waits, at
+    // most 30 s, until the broker lists the topic with `partitions` partitions.
+    void wait_for_metadata(const std::string& name, int partitions) {
+        rd_kafka_topic_t* t = rd_kafka_topic_new(rk_.get(), name.c_str(), nullptr);
+        for (int i = 0; i < 300; ++i) {
+            const rd_kafka_metadata_t* md = nullptr;
+            if (rd_kafka_metadata(rk_.get(), 0, t, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+                const bool ready = md->topic_cnt == 1 &&
+                                   md->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR &&
+                                   md->topics[0].partition_cnt >= partitions;
+                rd_kafka_metadata_destroy(md);
+                if (ready) {
+                    rd_kafka_topic_destroy(t);
+                    return;
+                }
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        rd_kafka_topic_destroy(t);
+        throw std::runtime_error("kafka admin: topic " + name + " not in the metadata after 30 s");
+    }
+
     struct EventFree {
         void operator()(rd_kafka_event_t* e) const { rd_kafka_event_destroy(e); }
     };
