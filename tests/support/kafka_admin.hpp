@@ -78,9 +78,10 @@ class KafkaAdmin {
     // most 30 s, until the broker lists the topic with `partitions` partitions.
     void wait_for_metadata(const std::string& name, int partitions) {
         rd_kafka_topic_t* t = rd_kafka_topic_new(rk_.get(), name.c_str(), nullptr);
-        for (int i = 0; i < 300; ++i) {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        while (std::chrono::steady_clock::now() < until) {
             const rd_kafka_metadata_t* md = nullptr;
-            if (rd_kafka_metadata(rk_.get(), 0, t, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            if (rd_kafka_metadata(rk_.get(), 0, t, &md, 2000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
                 const bool ready = md->topic_cnt == 1 &&
                                    md->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR &&
                                    md->topics[0].partition_cnt >= partitions;
