@@ -29,12 +29,6 @@
 namespace trackd::test {
 namespace {
 
-// `trackd migrate` on the test's database.
-CommandResult migrate(const TestDatabase& db) {
-    return run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
-                       " migrate");
-}
-
 std::int64_t query_int(const std::string& dsn, const std::string& sql) {
     db::Connection conn(dsn, "test");
     const auto v = conn.query(sql).get(0, 0);
@@ -185,9 +179,7 @@ TEST(ArchiveRestS3, IngestedHistoryReadBackByPyIcebergDuckDbAndFastavro) {
 // sequence but writers commit in parallel, so a lower id can commit after a higher one.
 void batch_committing_later_archived_once(ArchiveSetup setup) {
     const std::string tag = tag_of("archorder", setup);
-    TestDatabase db(tag);
-    const auto m = migrate(db);
-    ASSERT_EQ(m.exit_code, 0) << m.output;
+    TestDatabase db(tag, Schema::migrated);
     ArchiveFixture a(db.dsn(), tag, setup);
     auto insert = [](db::Connection& c, std::int64_t batch, int partition) {
         c.query(
@@ -330,9 +322,7 @@ TEST(ArchiveS3, SurvivesSigkillAtRandomMomentsAndDuringCommits) {
 // recorded_at_hour=YYYY-MM-DD-HH folders that PyIceberg and DuckDB read; a later run configured
 // for day partitions is refused, naming the key, since a table's spec is fixed at creation.
 TEST(Archive, HourPartitionsFixedAtCreation) {
-    TestDatabase db("archhour");
-    const auto m = migrate(db);
-    ASSERT_EQ(m.exit_code, 0) << m.output;
+    TestDatabase db("archhour", Schema::migrated);
     ArchiveFixture a(db.dsn(), "archhour");
     db::Connection conn(db.dsn(), "test");
     // 30 rows, one every 5 minutes from 10:00 UTC yesterday: hours 10, 11 and 12.
@@ -373,9 +363,7 @@ TEST(Archive, HourPartitionsFixedAtCreation) {
 }
 
 TEST(Archive, RetentionKeepsPartitionsUntilTheirRowsAreArchived) {
-    TestDatabase db("archret");
-    const auto m = migrate(db);
-    ASSERT_EQ(m.exit_code, 0) << m.output;
+    TestDatabase db("archret", Schema::migrated);
     ArchiveFixture a(db.dsn(), "archret");
     db::Connection conn(db.dsn(), "test");
     conn.query(
@@ -419,9 +407,7 @@ TEST(Archive, RetentionKeepsPartitionsUntilTheirRowsAreArchived) {
 }
 
 TEST(Archive, MaintenanceAfter200CommitsExpiresMergesAndDeletesOrphans) {
-    TestDatabase db("archmaint");
-    const auto m = migrate(db);
-    ASSERT_EQ(m.exit_code, 0) << m.output;
+    TestDatabase db("archmaint", Schema::migrated);
     ArchiveFixture a(db.dsn(), "archmaint");
     db::Connection conn(db.dsn(), "test");
     auto insert = [&](int batch) { insert_small_batch(conn, batch); };
@@ -495,9 +481,7 @@ TEST(Archive, MaintenanceAfter200CommitsExpiresMergesAndDeletesOrphans) {
 // pruning back; archiving goes on from where it was (every history row in the table exactly
 // once). The audit's reading of the watermark: Audit.CleanIngestThenPlantedViolations.
 TEST(Archive, MaintenancePrunesTheLedgerOfArchivedBatches) {
-    TestDatabase db("archledger");
-    const auto m = migrate(db);
-    ASSERT_EQ(m.exit_code, 0) << m.output;
+    TestDatabase db("archledger", Schema::migrated);
     ArchiveFixture a(db.dsn(), "archledger");
     db::Connection conn(db.dsn(), "test");
     auto insert = [&](int batch) { insert_small_batch(conn, batch); };
@@ -558,9 +542,7 @@ TEST(Archive, MaintenancePrunesTheLedgerOfArchivedBatches) {
 // archive_seq 0 and removes nothing the new table still needs. Without the new table the same
 // prune removes the three archived batches.
 TEST(Archive, APruneWaitsForARegistrationInFlightAndKeepsWhatTheNewTableNeeds) {
-    TestDatabase db("archprunerace");
-    const auto m = migrate(db);
-    ASSERT_EQ(m.exit_code, 0) << m.output;
+    TestDatabase db("archprunerace", Schema::migrated);
     ArchiveFixture a(db.dsn(), "archprunerace");
     db::Connection conn(db.dsn(), "test");
     for (int i = 1; i <= 3; ++i) insert_small_batch(conn, i);
@@ -609,9 +591,7 @@ TEST(Archive, APruneWaitsForARegistrationInFlightAndKeepsWhatTheNewTableNeeds) {
 // row is free, rows and watermark together; (3) the holder outlasts pg.lock_timeout_ms:
 // maintenance fails naming the lock timeout instead of waiting, and nothing has moved.
 TEST(Archive, APruneCutOffAfterItsDeleteMovesTheLedgerAndItsWatermarkTogetherOrNotAtAll) {
-    TestDatabase db("archprunecut");
-    const auto m = migrate(db);
-    ASSERT_EQ(m.exit_code, 0) << m.output;
+    TestDatabase db("archprunecut", Schema::migrated);
     ArchiveFixture a(db.dsn(), "archprunecut");
     db::Connection conn(db.dsn(), "test");
     const auto value = [&](const std::string& sql) { return query_int(db.dsn(), sql); };
@@ -710,9 +690,7 @@ TEST(Archive, APruneCutOffAfterItsDeleteMovesTheLedgerAndItsWatermarkTogetherOrN
 // batches stay in the first table only. Both tables then go on; the next prune waits for the
 // slower one.
 TEST(Archive, ATableRegisteredAfterAPruneStartsAtTheWatermarkAndSaysSo) {
-    TestDatabase db("archlate");
-    const auto m = migrate(db);
-    ASSERT_EQ(m.exit_code, 0) << m.output;
+    TestDatabase db("archlate", Schema::migrated);
     ArchiveFixture a(db.dsn(), "archlate");
     db::Connection conn(db.dsn(), "test");
     const std::map<std::string, std::string> late = {{"TRACKD_ARCHIVE_TABLE", "late_positions"}};
@@ -766,10 +744,7 @@ TEST(Archive, ATableRegisteredAfterAPruneStartsAtTheWatermarkAndSaysSo) {
 // replaces the data files, and expiry of all but the newest snapshot deletes the replaced data
 // files, their manifests and the old manifest lists from the bucket.
 TEST(ArchiveS3, OrphansAndExpiredSnapshotsAreDeletedFromTheBucket) {
-    TestDatabase db("archs3maint");
-    auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
-                         " migrate");
-    ASSERT_EQ(m.exit_code, 0) << m.output;
+    TestDatabase db("archs3maint", Schema::migrated);
     ArchiveFixture a(db.dsn(), "archs3maint", kJdbcS3);
     db::Connection conn(db.dsn(), "test");
     auto insert = [&](int batch) { insert_small_batch(conn, batch); };
@@ -860,10 +835,7 @@ TEST(ArchiveS3, OrphansAndExpiredSnapshotsAreDeletedFromTheBucket) {
 // key: a bucket that does not exist, an endpoint where nothing answers (after the configured
 // retries), and a warehouse URI of an unknown scheme (the config check).
 TEST(ArchiveS3, UnusableWarehouseStopsStartUpNamingTheKey) {
-    TestDatabase db("archs3bad");
-    auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
-                         " migrate");
-    ASSERT_EQ(m.exit_code, 0) << m.output;
+    TestDatabase db("archs3bad", Schema::migrated);
     ArchiveFixture a(db.dsn(), "archs3bad", kJdbcS3);
     auto r = a.archive("--once", {{"TRACKD_ARCHIVE_WAREHOUSE", "s3://no-such-bucket-here/wh"}});
     EXPECT_EQ(r.exit_code, 1) << r.output;
@@ -903,10 +875,7 @@ TEST(ArchiveS3, UnusableWarehouseStopsStartUpNamingTheKey) {
 // retried with backoff (logged), rounds whose retries run out fail and are started over from the
 // table; once the server answers again everything committed meanwhile is archived, exactly once.
 TEST(ArchiveS3, OutageWhileArchivingIsRetriedAndLosesNothing) {
-    TestDatabase db("archs3outage");
-    auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db.dsn()) + " " + trackd_binary() +
-                         " migrate");
-    ASSERT_EQ(m.exit_code, 0) << m.output;
+    TestDatabase db("archs3outage", Schema::migrated);
     ArchiveFixture a(db.dsn(), "archs3outage", kJdbcS3);
     const auto endpoint = s3_endpoint();
     const auto colon = endpoint.rfind(':');
@@ -966,9 +935,7 @@ TEST(ArchiveS3, OutageWhileArchivingIsRetriedAndLosesNothing) {
 // low-speed limit, over its few-second average: docs/archive.md), and the archive holds exactly
 // PostGIS's rows with no file missing.
 TEST(ArchiveS3, ThrottledAndUnansweredRequestsAreRetriedAndLoseNothing) {
-    TestDatabase db("archs3faults");
-    const auto m = migrate(db);
-    ASSERT_EQ(m.exit_code, 0) << m.output;
+    TestDatabase db("archs3faults", Schema::migrated);
     ArchiveFixture a(db.dsn(), "archs3faults", kJdbcS3);
     db::Connection conn(db.dsn(), "test");
     const std::map<std::string, std::string> retries = {
@@ -1016,9 +983,7 @@ TEST(ArchiveS3, ThrottledAndUnansweredRequestsAreRetriedAndLoseNothing) {
 // snapshot is committed first, so its swap fails and it rebuilds on top. Snapshot expiry then
 // deletes the replaced files.
 TEST(Archive, CompactionAfter200SmallCommitsKeepsEveryRow) {
-    TestDatabase db("archcompact");
-    const auto m = migrate(db);
-    ASSERT_EQ(m.exit_code, 0) << m.output;
+    TestDatabase db("archcompact", Schema::migrated);
     ArchiveFixture a(db.dsn(), "archcompact");
     db::Connection conn(db.dsn(), "test");
     auto insert = [&](int batch) {
@@ -1106,9 +1071,7 @@ TEST(Archive, CompactionAfter200SmallCommitsKeepsEveryRow) {
 // had committed. Only the catalog's own session ("trackd archive catalog") is cut; the
 // archiver's lock and history sessions go through the proxy untouched.
 TEST(Archive, LostCatalogCommitRepliesLoseNothing) {
-    TestDatabase db("archlost");
-    const auto m = migrate(db);
-    ASSERT_EQ(m.exit_code, 0) << m.output;
+    TestDatabase db("archlost", Schema::migrated);
     ArchiveFixture a(db.dsn(), "archlost");
     const auto [host, port] = pg_endpoint(db.dsn());
     PgFaultProxy proxy(host, port);
@@ -1229,9 +1192,7 @@ void insert_rows(db::Connection& c, int batch, int rows) {
 // refused after three uses are renewed; a wrong secret stops with a message naming the key; a
 // static bearer token (archive.rest_token) works too.
 TEST(ArchiveRest, OAuth2ClientCredentialsAndStaticBearerToken) {
-    TestDatabase db("archrestauth");
-    const auto m = migrate(db);
-    ASSERT_EQ(m.exit_code, 0) << m.output;
+    TestDatabase db("archrestauth", Schema::migrated);
     ArchiveFixture a(db.dsn(), "archrestauth", CatalogKind::rest);
     HttpFront proxy("archrestauth", iceberg_rest_uri(),
                     {"--client-id", "trackd-archiver", "--client-secret", "s3cret&=value",
@@ -1283,9 +1244,7 @@ TEST(ArchiveRest, OAuth2ClientCredentialsAndStaticBearerToken) {
 // which asserts main at the base and so applies at most once), never guessed. Then maintenance
 // (merge manifests: a new snapshot; expiry: snapshots removed) with both its replies lost.
 TEST(ArchiveRest, LostAndFailedCommitRepliesLoseNothing) {
-    TestDatabase db("archrestlost");
-    const auto m = migrate(db);
-    ASSERT_EQ(m.exit_code, 0) << m.output;
+    TestDatabase db("archrestlost", Schema::migrated);
     ArchiveFixture a(db.dsn(), "archrestlost", CatalogKind::rest);
     db::Connection conn(db.dsn(), "test writer");
 
@@ -1369,9 +1328,7 @@ std::string rest_status(const std::string& rest_uri, const std::string& path) {
 // error that names the URI, the reason and the key to set, and nothing is committed; with
 // archive.rest_ca_file naming the CA the archive goes through https, exactly.
 TEST(ArchiveRest, HttpsChecksTheCatalogsCertificate) {
-    TestDatabase db("archresttls");
-    const auto m = migrate(db);
-    ASSERT_EQ(m.exit_code, 0) << m.output;
+    TestDatabase db("archresttls", Schema::migrated);
     ArchiveFixture a(db.dsn(), "archresttls", CatalogKind::rest);
     const TlsFronts tls("archresttls", iceberg_rest_uri());
     db::Connection conn(db.dsn(), "test writer");
@@ -1419,9 +1376,7 @@ TEST(ArchiveRest, HttpsChecksTheCatalogsCertificate) {
 // snapshot per batch. The test's own server, so that killing it disturbs no other test.
 TEST(ArchiveRest, ServerKilledMidCommitOutcomeReadFromTheTable) {
     const OwnIcebergRest rest("archrestkill");
-    TestDatabase db("archrestkill");
-    const auto m = migrate(db);
-    ASSERT_EQ(m.exit_code, 0) << m.output;
+    TestDatabase db("archrestkill", Schema::migrated);
     ArchiveFixture a(db.dsn(), "archrestkill", CatalogKind::rest, rest.uri());
     db::Connection conn(db.dsn(), "test writer");
     int batch = 0;

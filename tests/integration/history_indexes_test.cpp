@@ -57,9 +57,7 @@ ANALYZE trackd.vehicle_telemetry_history;
 
 class HistoryIndexesTest : public ::testing::Test {
   protected:
-    HistoryIndexesTest() : db_("histidx") {
-        db::Connection conn(db_.dsn(), "test");
-        db::migrate(conn);
+    HistoryIndexesTest() : db_("histidx", Schema::migrated) {
         config_.pg.dsn = db_.dsn();
         config_.pg.lock_timeout_ms = 60000;
         config_.postgis.defer_indexes = true;

@@ -671,11 +671,7 @@ TEST_F(HttpApi, KeepAliveAndTimeouts) {
 
 // The binary: `trackd run` serves the API beside ingest and stops both on SIGTERM.
 TEST(TrackdRun, ServesHttpAndStopsOnSigterm) {
-    TestDatabase db("http_run");
-    {
-        db::Connection conn(db.dsn(), "test");
-        db::migrate(conn);
-    }
+    TestDatabase db("http_run", Schema::migrated);
     // A free port: bind to 0, read it, release it for trackd.
     unsigned short port = 0;
     {

@@ -32,9 +32,7 @@ std::int64_t now_us() {
 
 class PostgisSinkTest : public ::testing::Test {
   protected:
-    PostgisSinkTest() : db_("sink") {
-        db::Connection conn(db_.dsn(), "test");
-        db::migrate(conn);
+    PostgisSinkTest() : db_("sink", Schema::migrated) {
         config_.pg.dsn = db_.dsn();
         config_.kafka.topic = "positions";
         config_.kafka.group = "trackd";

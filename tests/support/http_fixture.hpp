@@ -85,9 +85,8 @@ inline config::Config http_test_config(const std::string& dsn) {
 
 class HttpFixture : public ::testing::Test {
   protected:
-    HttpFixture() : db_("http") {
+    HttpFixture() : db_("http", Schema::migrated) {
         db::Connection conn(db_.dsn(), "test");
-        db::migrate(conn);
         conn.exec_script(kFixtureSql);
         conn.exec_script("ANALYZE");
     }

@@ -72,14 +72,11 @@ class IngestHarness {
     // comes back within session.timeout.ms gets its previous assignment back, even one of the
     // previous run's topic (docs/operations.md, `kafka.instance_id`).
     explicit IngestHarness(const std::string& tag, int partitions, std::string group = {})
-        : db_(tag),
+        : db_(tag, Schema::migrated),
           topic_("trackd-" + tag + "-" + std::to_string(getpid())),
           group_(group.empty() ? "trackd-" + tag : std::move(group)),
           dir_(::testing::TempDir() + "trackd-" + tag + "-" + std::to_string(getpid())) {
         run_command("mkdir -p " + shell_quote(dir_));
-        auto m = run_command("env TRACKD_PG_DSN=" + shell_quote(db_.dsn()) + " " + trackd_binary() +
-                             " migrate");
-        EXPECT_EQ(m.exit_code, 0) << m.output;
         try {
             KafkaAdmin().create_topic(topic_, partitions);
         } catch (const std::exception& e) {
