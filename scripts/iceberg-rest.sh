@@ -23,7 +23,7 @@
 #                             above can be overridden): CATALOG_S3_ENDPOINT,
 #                             CATALOG_S3_PATH__STYLE__ACCESS, CATALOG_S3_ACCESS__KEY__ID,
 #                             CATALOG_S3_SECRET__ACCESS__KEY, CATALOG_CLIENT_REGION
-#   TRACKD_CACHE_DIR          jar cache root (default <repo>/.cache)
+#   TRACKD_CACHE_DIR          jar cache root (default ~/.cache/trackd, shared by every clone)
 #   TRACKD_LOCAL_DIR          state root (default <repo>/.local): iceberg-rest/, logs/iceberg-rest.log
 #   ICEBERG_REST_HEAP         JVM heap flags (default "-Xmx384m")
 #   MVN                       maven executable (default mvn)
@@ -32,7 +32,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(dirname "$here")"
 port="${LOCAL_ICEBERG_REST_PORT:-55181}"
-cache="${TRACKD_CACHE_DIR:-$repo/.cache}/iceberg-rest-$(sha256sum "$here/iceberg-rest/pom.xml" | cut -c1-12)"
+cache="${TRACKD_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/trackd}/iceberg-rest-$(sha256sum "$here/iceberg-rest/pom.xml" | cut -c1-12)"
 heap="${ICEBERG_REST_HEAP:--Xmx384m}"
 MVN="${MVN:-mvn}"
 DEP_PLUGIN="org.apache.maven.plugins:maven-dependency-plugin:3.8.1"

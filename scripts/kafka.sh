@@ -21,7 +21,7 @@
 #
 # Environment:
 #   KAFKA_VERSION                  org.apache.kafka:kafka_2.13 version (default 4.4.0)
-#   TRACKD_CACHE_DIR               jar cache root (default <repo>/.cache)
+#   TRACKD_CACHE_DIR               jar cache root (default ~/.cache/trackd, shared by every clone)
 #   TRACKD_LOCAL_DIR               data/config/pid/log root (default <repo>/.local)
 #   LOCAL_KAFKA_PORT               PLAINTEXT listener on 127.0.0.1 (default 59092)
 #   LOCAL_KAFKA_CONTROLLER_PORT    KRaft controller listener on 127.0.0.1 (default 59093)
@@ -41,7 +41,7 @@ SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_DIR="$(cd "$SCRIPT_DIR/.." && pwd)"
 
 KAFKA_VERSION="${KAFKA_VERSION:-4.4.0}"
-CACHE_ROOT="${TRACKD_CACHE_DIR:-$REPO_DIR/.cache}"
+CACHE_ROOT="${TRACKD_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/trackd}"
 LOCAL_ROOT="${TRACKD_LOCAL_DIR:-$REPO_DIR/.local}"
 KAFKA_PORT="${LOCAL_KAFKA_PORT:-59092}"
 CONTROLLER_PORT="${LOCAL_KAFKA_CONTROLLER_PORT:-59093}"

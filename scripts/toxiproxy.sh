@@ -5,12 +5,12 @@
 # Usage: scripts/toxiproxy.sh install   build it if missing; print the server binary's path
 #        scripts/toxiproxy.sh path      print the server binary's path (install first)
 #
-# Environment: TRACKD_CACHE_DIR (default <repo>/.cache), TOXIPROXY_VERSION (default v2.5.0).
+# Environment: TRACKD_CACHE_DIR (default ~/.cache/trackd, shared by every clone), TOXIPROXY_VERSION (default v2.5.0).
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_DIR="$(cd "$SCRIPT_DIR/.." && pwd)"
-CACHE="${TRACKD_CACHE_DIR:-$REPO_DIR/.cache}"
+CACHE="${TRACKD_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/trackd}"
 VERSION="${TOXIPROXY_VERSION:-v2.5.0}"
 BIN_DIR="$CACHE/toxiproxy-$VERSION"
 SERVER="$BIN_DIR/server"
