@@ -111,15 +111,16 @@ start_faults() {
 # - the longest loops (3 to 8 minutes of ASan test time together): 200 archive snapshots before
 #   a compaction or a maintenance run (compaction and maintenance are run under ASan by
 #   ArchiveRest.LostAndFailedCommitRepliesLoseNothing and ArchiveS3.Orphans...), 30 databases
-#   migrated (the migrator by every test), SIGKILL loops and 100k messages of ingest (recovery by
-#   ProtobufIngest.*, GeofenceEvents.*, LostCommitReply.* and Archive.SurvivesSigkill...);
+#   migrated (the migrator by every test), SIGKILL and restart loops and 100k messages of ingest
+#   (recovery, reconnects and the events' replay by ProtobufIngest.*, LostCommitReply.*,
+#   Archive.SurvivesSigkill..., Delivery.* and GeofenceEvents.ScriptedPaths...);
 # - the readers' checks of the jdbc, rest and S3 archives (PyIceberg, DuckDB and fastavro read
 #   what trackd wrote: their time is Python's; ArchiveRestS3.IngestedHistoryReadBack... runs
 #   under ASan and writes through the REST catalog and S3 both).
 # They run in the release pass. The other way round, the Schemathesis runs (thousands of
 # generated requests, most of their time Python's) run only under ASan, where a bad request
 # that reads past a buffer shows as well as a 5xx or an answer off the schema.
-asan_release_only='^(Archive\.CompactionAfter200SmallCommitsKeepsEveryRow|Archive\.MaintenanceAfter200CommitsExpiresMergesAndDeletesOrphans|Migrations\.SideBySideOnAFreshClusterAllSucceed|Ingest\.SurvivesRepeatedSigkillWithoutLossOrDuplicates|Ingest\.ExactAccountingOf100kMessages|(ArchiveRest|ArchiveS3)\.SurvivesSigkillAtRandomMomentsAndDuringCommits|(Archive|ArchiveRest|ArchiveS3)\.IngestedHistoryReadBackByPyIcebergDuckDbAndFastavro)$'
+asan_release_only='^(Archive\.CompactionAfter200SmallCommitsKeepsEveryRow|Archive\.MaintenanceAfter200CommitsExpiresMergesAndDeletesOrphans|Migrations\.SideBySideOnAFreshClusterAllSucceed|Ingest\.SurvivesRepeatedSigkillWithoutLossOrDuplicates|Ingest\.ExactAccountingOf100kMessages|Ingest\.SurvivesPostgresqlImmediateRestart|GeofenceEvents\.SurvivesRepeatedSigkillWithoutDuplicatedOrMissingEvents|(ArchiveRest|ArchiveS3)\.SurvivesSigkillAtRandomMomentsAndDuringCommits|(Archive|ArchiveRest|ArchiveS3)\.IngestedHistoryReadBackByPyIcebergDuckDbAndFastavro)$'
 asan_only='^Http(Tools|Abuse)\.Schemathesis'
 
 if [[ " $presets " == *" release "* ]]; then start_faults; fi
