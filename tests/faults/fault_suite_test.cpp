@@ -305,8 +305,7 @@ TEST(Faults, InstanceFrozenInsideItsBatchTransactionLosesItsPartitionsInBoundedT
         "partition(s) claimed again %.1f s after SIGSTOP (%.1f s after the pause), committing "
         "after %.1f s (%.1f s); session timeout 6 s, idle-in-transaction timeout 10 s; the "
         "others' %zu partitions: longest pause of one meanwhile %.1f s (%zu partition(s) in "
-        "transit "
-        "between a and c left out)\n",
+        "transit between a and c left out)\n",
         seconds_between(paused_at, frozen_at), mine.size(), seconds_between(frozen_at, claim->at),
         seconds_between(paused_at, claim->at), seconds_between(frozen_at, moved->at),
         seconds_between(paused_at, moved->at), others.size(),
