@@ -51,6 +51,9 @@ constexpr std::string_view kLagRateHelp =
 constexpr std::chrono::seconds kLagWindow{30};
 constexpr int kWatermarkQueryTimeoutMs = 200;
 constexpr int kLogStartQueryTimeoutMs = 2000;
+constexpr std::string_view kRedeliveredName = "trackd_kafka_messages_redelivered_total";
+constexpr std::string_view kRedeliveredHelp =
+    "Messages librdkafka delivered again within one assignment, dropped by trackd";
 constexpr std::string_view kLostName = "trackd_kafka_messages_lost_total";
 constexpr std::string_view kLostHelp =
     "Messages Kafka deleted (retention) after the stored offset before trackd read them";
@@ -185,6 +188,7 @@ void KafkaSource::handle_rebalance(int err, void* raw) {
     const bool cooperative = cooperative_;
     const auto parts = partitions_of(list);
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        delivered_.forget(parts);
         const auto starts = owner_.on_assigned(parts);
         for (int i = 0; i < list->cnt; ++i) {
             auto it = starts.find(list->elems[i].partition);
@@ -212,8 +216,14 @@ void KafkaSource::handle_rebalance(int err, void* raw) {
         release_message();
         owner_.on_revoked(parts);
         forget_lag(parts);
+        delivered_.forget(parts);
         for (const auto p : parts) awaiting_first_.erase(p);
         core::log::info("partitions revoked", {{"partitions", join(parts)}});
+        // librdkafka keeps a partition's pause across its revocation, and resume() reaches only
+        // the partitions assigned then: one revoked while paused for backpressure and assigned
+        // back later would never be fetched again (seen in the fault suite: a partition stalled
+        // for good). It leaves unpaused; the next assignment pauses it again if need be.
+        if (paused_) rd_kafka_resume_partitions(rk_, list);
         if (cooperative) {
             rd_kafka_error_t* e = rd_kafka_incremental_unassign(rk_, list);
             if (e != nullptr) rd_kafka_error_destroy(e);
@@ -244,6 +254,10 @@ std::optional<Message> KafkaSource::poll(std::chrono::milliseconds timeout) {
         if (fatal) throw core::StartupError("kafka: fatal consumer error");
         return std::nullopt;
     }
+    if (redelivered(m->partition, m->offset)) {
+        rd_kafka_message_destroy(m);
+        return std::nullopt;
+    }
     current_ = m;
     if (!awaiting_first_.empty()) check_start(m->partition, m->offset);
     Message out;
@@ -254,6 +268,21 @@ std::optional<Message> KafkaSource::poll(std::chrono::milliseconds timeout) {
     out.key = std::string_view(static_cast<const char*>(m->key), m->key_len);
     out.payload = std::string_view(static_cast<const char*>(m->payload), m->len);
     return out;
+}
+
+bool KafkaSource::redelivered(std::int32_t partition, std::int64_t offset) {
+    const auto seen = delivered_.see(partition, offset);
+    if (seen == DeliveredOffsets::Seen::first) return false;
+    core::metrics::counter(kRedeliveredName, kRedeliveredHelp, partition_label(partition)).inc();
+    if (seen == DeliveredOffsets::Seen::again_first) {
+        core::log::warn(
+            "librdkafka delivered messages again that this assignment had read; dropped "
+            "(trackd_kafka_messages_redelivered_total counts them)",
+            {{"partition", std::to_string(partition)},
+             {"offset", std::to_string(offset)},
+             {"next_offset", std::to_string(delivered_.next(partition))}});
+    }
+    return true;
 }
 
 // The first message of a partition after its assignment starts later than the stored offset:

@@ -157,7 +157,8 @@ TEST(Faults, ScaleOutWithAFrozenInstanceFencedByTheEpoch) {
 
     ASSERT_EQ(fleet.wait(), 0);
     ASSERT_TRUE(h.wait_drained(kMessages, std::chrono::seconds(300)))
-        << IngestHarness::read_file(log("b")) << IngestHarness::read_file(log("d"));
+        << h.offsets_report() << IngestHarness::read_file(log("b"))
+        << IngestHarness::read_file(log("d"));
     for (auto* p : {b.get(), d.get()}) {
         EXPECT_TRUE(p->running());
         p->kill(SIGTERM);
@@ -325,7 +326,7 @@ TEST(Faults, InstanceFrozenInsideItsBatchTransactionLosesItsPartitionsInBoundedT
 
     ASSERT_EQ(fleet.wait(), 0);
     ASSERT_TRUE(h.wait_drained(kMessages, std::chrono::seconds(300)))
-        << IngestHarness::read_file(group.log("b"));
+        << h.offsets_report() << group.logs();
     sampler.stop();
     for (const auto& n : group.names()) EXPECT_TRUE(group.running(n)) << n;
     group.stop_all();
@@ -426,7 +427,7 @@ TEST(Faults, StaticMembersUnderRepeatedKillAndFreezeWithSmallBatches) {
     const auto chaos_to = std::chrono::steady_clock::now();
     ASSERT_EQ(fleet.wait(), 0) << IngestHarness::read_file(h.dir() + "/fleet.log");
     ASSERT_TRUE(h.wait_drained(kMessages, std::chrono::seconds(300)))
-        << IngestHarness::read_file(group.log("a"));
+        << h.offsets_report() << group.logs();
     sampler.stop();
     const auto stall = sampler.longest_stall(chaos_from, chaos_to);
     const auto whole = sampler.longest_stall(quick, std::chrono::steady_clock::now());

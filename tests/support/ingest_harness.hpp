@@ -155,6 +155,22 @@ class IngestHarness {
                               .at(0, 0));
     }
 
+    // Each partition's stored next offset and owner epoch, one line each: what a failed drain
+    // prints.
+    std::string offsets_report() {
+        db::Connection conn(db_.dsn(), "test");
+        const auto r = conn.query(
+            "SELECT kafka_partition, next_offset, owner_epoch FROM "
+            "trackd.kafka_offsets WHERE topic = $1 AND consumer_group = $2 "
+            "ORDER BY kafka_partition",
+            {topic_, group_});
+        std::string out = "stored offsets (partition next_offset owner_epoch):\n";
+        for (int i = 0; i < r.rows(); ++i) {
+            out += "  " + r.at(i, 0) + " " + r.at(i, 1) + " " + r.at(i, 2) + "\n";
+        }
+        return out;
+    }
+
     // The highest owner epoch of the topic's partitions: it rises each time an instance claims.
     std::int64_t max_epoch() {
         db::Connection conn(db_.dsn(), "test");

@@ -71,6 +71,14 @@ class TrackdGroup {
     [[nodiscard]] std::size_t count(const std::string& name, const std::string& needle) const {
         return count_in_file(log(name), needle);
     }
+    // Every instance's log (the tail of each), headed by its name: what a failure prints.
+    [[nodiscard]] std::string logs() const {
+        std::string out;
+        for (const auto& [n, i] : instances_) {
+            out += "==== trackd-" + n + ".log\n" + IngestHarness::read_file(log(n));
+        }
+        return out;
+    }
     [[nodiscard]] std::vector<std::string> names() const {
         std::vector<std::string> out;
         for (const auto& [n, i] : instances_) out.push_back(n);

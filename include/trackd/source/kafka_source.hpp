@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "trackd/config/config.hpp"
+#include "trackd/source/delivered_offsets.hpp"
 #include "trackd/source/source.hpp"
 
 struct rd_kafka_s;
@@ -77,6 +78,9 @@ class KafkaSource final : public Source {
     std::map<std::int32_t, std::int64_t> start_offsets_;  // as assigned (may be logical)
     // Partitions assigned at a stored offset whose first message has not come yet.
     std::map<std::int32_t, std::int64_t> awaiting_first_;
+    // Messages librdkafka delivers again within an assignment are dropped (see the type).
+    DeliveredOffsets delivered_;
+    bool redelivered(std::int32_t partition, std::int64_t offset);
     // An exception of the owner's rebalance callbacks, rethrown by poll().
     std::exception_ptr callback_error_;
     std::chrono::steady_clock::time_point next_lag_refresh_{};

@@ -1,16 +1,22 @@
 // source::KafkaSource against librdkafka's built-in mock cluster (no broker process): it starts
 // each assigned partition where its owner says (the stored offset) or at the beginning, tells
 // the owner of revocations on close, pauses and resumes, and keeps an owner's exception from
-// crossing librdkafka's C frames (poll() rethrows it).
+// crossing librdkafka's C frames (poll() rethrows it); a partition revoked while paused is read
+// when it comes back, and no message is handed on twice within an assignment (DeliveredOffsets).
 #include "trackd/source/kafka_source.hpp"
 
 #include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
 #include <set>
 #include <stdexcept>
 
 #include <gtest/gtest.h>
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
+
+#include "trackd/source/delivered_offsets.hpp"
 
 namespace trackd::test {
 namespace {
@@ -128,6 +134,79 @@ TEST(KafkaSource, PausedItReadsNothingAndResumedItGoesOn) {
     }
     EXPECT_EQ(n, 20U);
     EXPECT_LE(while_paused, 20U);
+}
+
+// librdkafka keeps a partition's pause across its revocation: a partition revoked while the
+// source was paused for backpressure, and assigned back after resume(), must be read again
+// (resume() only reaches the partitions assigned at that moment).
+TEST(KafkaSource, APartitionRevokedWhilePausedIsReadWhenItComesBack) {
+    MockCluster cluster;
+    const auto config = cluster.config();  // KafkaSource keeps a reference
+    RecordingOwner owner_a;
+    source::KafkaSource a(config, owner_a);
+    auto poll_until = [](const std::function<bool()>& done, const std::function<void()>& step) {
+        const auto until = std::chrono::steady_clock::now() + 60s;
+        while (!done() && std::chrono::steady_clock::now() < until) step();
+        return done();
+    };
+    std::map<std::int32_t, std::set<std::int64_t>> read_a;
+    int twice = 0;  // messages handed on again within one assignment of their partition
+    auto poll_a = [&] {
+        if (auto m = a.poll(50ms)) {
+            if (!read_a[m->partition].insert(m->offset).second) ++twice;
+        }
+    };
+    ASSERT_TRUE(poll_until([&] { return !read_a.empty(); }, poll_a));
+    a.pause();
+
+    // A second member takes one of the two partitions from the paused one.
+    RecordingOwner owner_b;
+    auto b = std::make_unique<source::KafkaSource>(config, owner_b);
+    auto poll_both = [&] {
+        poll_a();
+        b->poll(50ms);
+    };
+    ASSERT_TRUE(poll_until([&] { return owner_a.revoked.size() == 1; }, poll_both));
+    ASSERT_TRUE(poll_until([&] { return owner_b.assigned.size() == 1; }, poll_both));
+    const std::int32_t moved = *owner_a.revoked.begin();
+    ASSERT_EQ(owner_b.assigned, (std::set<std::int32_t>{moved}));
+
+    // Resumed, then the partition comes back: it must be read from the start (the owner
+    // stores nothing, so the source starts at the beginning).
+    a.resume();
+    b->close();
+    b.reset();
+    owner_a.revoked.clear();
+    read_a.erase(moved);
+    ASSERT_TRUE(poll_until([&] { return read_a[moved].size() == 10; }, poll_a))
+        << "partition " << moved << ": " << read_a[moved].size()
+        << " of 10 read after it came back";
+    EXPECT_EQ(read_a[1 - moved].size(), 10U);
+    EXPECT_EQ(twice, 0);
+}
+
+TEST(DeliveredOffsets, AMessageBelowThePartitionsPositionIsSeenAgainUntilItIsForgotten) {
+    using Seen = source::DeliveredOffsets::Seen;
+    source::DeliveredOffsets d;
+    EXPECT_EQ(d.next(3), -1);
+    EXPECT_EQ(d.see(3, 10), Seen::first);  // the first after an assignment, wherever it is
+    EXPECT_EQ(d.see(3, 11), Seen::first);
+    EXPECT_EQ(d.see(3, 14), Seen::first);  // a gap (transaction markers, compaction)
+    EXPECT_EQ(d.next(3), 15);
+    EXPECT_EQ(d.see(0, 2), Seen::first);  // partitions are apart
+    // Fetched again from an earlier position: dropped until the position is passed.
+    EXPECT_EQ(d.see(3, 11), Seen::again_first);
+    EXPECT_EQ(d.see(3, 12), Seen::again);
+    EXPECT_EQ(d.see(3, 14), Seen::again);
+    EXPECT_EQ(d.see(3, 15), Seen::first);
+    EXPECT_EQ(d.see(3, 12), Seen::again_first);  // a new run is said again
+    // Revoked and assigned again: it starts anew (from the stored offset).
+    d.forget({3});
+    EXPECT_EQ(d.next(3), -1);
+    EXPECT_EQ(d.see(3, 12), Seen::first);
+    EXPECT_EQ(d.next(0), 3);
+    d.forget({7});  // never seen: nothing happens
+    EXPECT_EQ(d.see(7, 0), Seen::first);
 }
 
 TEST(KafkaSource, AnOwnersExceptionComesOutOfPollNotThroughLibrdkafka) {
