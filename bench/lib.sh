@@ -83,7 +83,7 @@ create_db() {
 # V0011 made its updates HOT; this is the "before" of that change, on a migrated database.
 use_today_current_state() {
   psql_at "$1" -v ON_ERROR_STOP=1 \
-    -c "DROP INDEX trackd.vehicle_current_state_cell_gist" \
+    -c "DROP INDEX trackd.vehicle_current_state_cell_spgist" \
     -c "ALTER TABLE trackd.vehicle_current_state DROP COLUMN cell" \
     -c "ALTER TABLE trackd.vehicle_current_state RESET (fillfactor)" \
     -c "CREATE INDEX vehicle_current_state_geom_gist ON trackd.vehicle_current_state USING gist (geom)" \

@@ -65,9 +65,9 @@ struct Extent {
 // One row per collection that has statistics: id, xmin, ymin, xmax, ymax, first, last (µs).
 // Positions: the union over the history's partitions (autovacuum analyzes partitions, never the
 // partitioned parent). ST_EstimatedExtent is asked only where statistics exist (it warns
-// otherwise). Vehicles: from the grid cells, which PostGIS reads off their GiST (exact, and at
-// most 1/128 degree wider than the positions); geom has no index, and its statistics' extent
-// is coarser.
+// otherwise). Vehicles: from the grid cells' statistics (their index is an SP-GiST since V0014,
+// whose extent PostGIS cannot read as it reads a GiST's; the cells reach at most 1/128 degree
+// beyond the positions, and the statistics pad the extent by a small fraction of its size).
 constexpr const char* kExtentsSql = R"SQL(
 WITH t(coll, relname, geom_col, time_col) AS (
   SELECT 'vehicles', 'vehicle_current_state', 'cell', 'last_updated'

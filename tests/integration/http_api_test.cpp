@@ -494,13 +494,18 @@ TEST_F(HttpApi, OgcCollectionsReportTheEstimatedExtentOfTheirData) {
     };
     const auto vehicles = bbox("vehicles");
     EXPECT_EQ(vehicles, estimated("vehicle_current_state", "cell"));
-    // The fixture's vehicles span 10.0 .. 14.55 E, 50.0 .. 52.1 N; their grid cells (V0011),
-    // whose GiST gives the extent, reach up to 1/128 degree beyond.
+    // The fixture's vehicles span 10.0 .. 14.55 E, 50.0 .. 52.1 N; their grid cells (V0011)
+    // reach up to 1/128 degree beyond, and the statistics' extent (the cells' SP-GiST, V0014,
+    // has none to read) is padded by a fraction of its size: it covers them, and not much more.
     ASSERT_EQ(vehicles.size(), 4U);
-    EXPECT_NEAR(vehicles[0], 10.0, 0.01);
-    EXPECT_NEAR(vehicles[1], 50.0, 0.01);
-    EXPECT_NEAR(vehicles[2], 14.55, 0.01);
-    EXPECT_NEAR(vehicles[3], 52.1, 0.01);
+    EXPECT_LE(vehicles[0], 10.0);
+    EXPECT_LE(vehicles[1], 50.0);
+    EXPECT_GE(vehicles[2], 14.55);
+    EXPECT_GE(vehicles[3], 52.1);
+    EXPECT_NEAR(vehicles[0], 10.0, 0.05);
+    EXPECT_NEAR(vehicles[1], 50.0, 0.05);
+    EXPECT_NEAR(vehicles[2], 14.55, 0.05);
+    EXPECT_NEAR(vehicles[3], 52.1, 0.05);
     EXPECT_EQ(bbox("geofences"), estimated("geofence_zones", "fence_geom"));
     const auto positions = bbox("positions");
     ASSERT_EQ(positions.size(), 4U);

@@ -242,7 +242,8 @@ SELECT 'veh-' || v, '2099-01-01T10:00:00Z'::timestamptz + v * interval '1 min',
 // V0011 moves the current state's spatial index from geom to the generated grid cell, so that
 // an update inside the cell writes no index entry: rows made under V0010 get their cell, every
 // cell holds its point (grid lines, negative and extreme coordinates included), an update in
-// the same cell is HOT and one into another cell is found there through the new GiST.
+// the same cell is HOT and one into another cell is found there through the cell's index (a GiST
+// in V0011, an SP-GiST since V0014).
 TEST(Migrations, V0011MakesCurrentStateUpdatesInTheSameCellHot) {
     TestDatabase db("mig_cell");
     apply_with_psql(db, 10);
@@ -270,7 +271,7 @@ SELECT 'veh-' || n, '2026-12-01T00:00:00Z', ST_SetSRID(ST_MakePoint(x, y, 0), 43
                          "JOIN pg_class c ON c.oid = x.indexrelid "
                          "WHERE x.indrelid = 'trackd.vehicle_current_state'::regclass")
                   .at(0, 0),
-              "vehicle_current_state_cell_gist,vehicle_current_state_pkey");
+              "vehicle_current_state_cell_spgist,vehicle_current_state_pkey");  // V0014
     EXPECT_EQ(conn.query("SELECT reloptions::text FROM pg_class "
                          "WHERE oid = 'trackd.vehicle_current_state'::regclass")
                   .at(0, 0),
@@ -313,8 +314,74 @@ SELECT 'veh-' || n, '2026-12-01T00:00:00Z', ST_SetSRID(ST_MakePoint(x, y, 0), 43
     EXPECT_NE(conn.query("EXPLAIN SELECT count(*) FROM trackd.vehicle_current_state WHERE cell && "
                          "ST_MakeEnvelope(0.295, 52.5, 0.298, 52.6, 4326)")
                   .at(1, 0)
-                  .find("vehicle_current_state_cell_gist"),
+                  .find("vehicle_current_state_cell_spgist"),
               std::string::npos);
+    r = run_command(trackd_with_db(db, "migrate"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("schema is up to date"), std::string::npos) << r.output;
+}
+
+// V0014 indexes the current state's grid cells with SP-GiST in place of V0011's GiST. A
+// CREATE INDEX CONCURRENTLY that a DBA ran ahead and that was cut off leaves an invalid index
+// of the same name: the migration builds it again. The new index answers `cell && box` for
+// rows that were there, for a new vehicle and for one moved into another cell.
+TEST(Migrations, V0014IndexesTheCurrentStateCellsWithSpGist) {
+    TestDatabase db("mig_cell_spgist");
+    apply_with_psql(db, 13);
+    db::Connection conn(db.dsn(), "test");
+    // 40 x 25 vehicles, 0.01 degree apart from 13.0 E, 52.0 N.
+    conn.exec_script(R"SQL(
+INSERT INTO trackd.vehicle_current_state (vehicle_id, last_updated, geom, ingest_batch_id,
+  kafka_partition, kafka_offset)
+SELECT 'veh-' || i || '-' || j, '2026-12-01T00:00:00Z', ST_SetSRID(ST_MakePoint(13.0 + i * 0.01,
+       52.0 + j * 0.01, 0), 4326), 1, 0, i * 100 + j
+  FROM generate_series(0, 39) i, generate_series(0, 24) j;
+CREATE INDEX vehicle_current_state_cell_spgist ON trackd.vehicle_current_state USING spgist (cell);
+-- What an interrupted CREATE INDEX CONCURRENTLY leaves behind.
+UPDATE pg_index SET indisvalid = false
+ WHERE indexrelid = 'trackd.vehicle_current_state_cell_spgist'::regclass;
+)SQL");
+    const auto indexes = [&] {
+        return conn
+            .query(
+                "SELECT string_agg(c.relname || ':' || am.amname || ':' || x.indisvalid, ',' "
+                "ORDER BY c.relname) FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid "
+                "JOIN pg_am am ON am.oid = c.relam "
+                "WHERE x.indrelid = 'trackd.vehicle_current_state'::regclass")
+            .at(0, 0);
+    };
+    ASSERT_EQ(indexes(),
+              "vehicle_current_state_cell_gist:gist:true,vehicle_current_state_cell_spgist:spgist:"
+              "false,vehicle_current_state_pkey:btree:true");
+
+    auto r = run_command(trackd_with_db(db, "migrate"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(
+        indexes(),
+        "vehicle_current_state_cell_spgist:spgist:true,vehicle_current_state_pkey:btree:true");
+
+    // A new vehicle, and one moved across a cell edge (a non-HOT update: a new index entry).
+    conn.exec_script(R"SQL(
+INSERT INTO trackd.vehicle_current_state (vehicle_id, last_updated, geom, ingest_batch_id,
+  kafka_partition, kafka_offset)
+VALUES ('veh-new', '2026-12-01T00:00:01Z', ST_SetSRID(ST_MakePoint(13.1051, 52.1051, 0), 4326),
+        2, 0, 5000);
+UPDATE trackd.vehicle_current_state SET geom = ST_SetSRID(ST_MakePoint(13.1052, 52.1052, 0), 4326)
+ WHERE vehicle_id = 'veh-0-0';
+)SQL");
+    conn.exec_script("SET enable_seqscan = off");
+    // Columns 10 and 11 (13.10, 13.11) by rows 10 and 11 (52.10, 52.11): four vehicles, plus the
+    // two now at 13.105 E, 52.105 N.
+    const std::string box =
+        "SELECT string_agg(vehicle_id, ',' ORDER BY vehicle_id) FROM trackd.vehicle_current_state "
+        "WHERE cell && ST_MakeEnvelope(13.0995, 52.0995, 13.1105, 52.1105, 4326) AND geom && "
+        "ST_MakeEnvelope(13.0995, 52.0995, 13.1105, 52.1105, 4326)";
+    EXPECT_EQ(conn.query(box).at(0, 0), "veh-0-0,veh-10-10,veh-10-11,veh-11-10,veh-11-11,veh-new");
+    const auto plan = conn.query("EXPLAIN " + box);
+    std::string text;
+    for (int i = 0; i < plan.rows(); ++i) text += plan.at(i, 0) + "\n";
+    EXPECT_NE(text.find("vehicle_current_state_cell_spgist"), std::string::npos) << text;
+
     r = run_command(trackd_with_db(db, "migrate"));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("schema is up to date"), std::string::npos) << r.output;
