@@ -568,31 +568,27 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
                 conn.copy_end();
             }
 
-            const auto latest = batch::latest_per_vehicle(b);
+            // The current state gets the batch's latest row per vehicle, in byte order of the
+            // id: one lock order for every writer (the statements below sort by the same
+            // order, COLLATE "C"), so that concurrent batches sharing a vehicle (messages not
+            // keyed by vehicle) wait for each other instead of deadlocking.
+            auto latest = batch::latest_per_vehicle(b);
+            std::sort(latest.begin(), latest.end(), [&](std::size_t x, std::size_t y) {
+                return b.rows[x].position.vehicle_id < b.rows[y].position.vehicle_id;
+            });
+            static const std::string current_columns =
+                "vehicle_id, last_updated, geom, speed_kmh, heading_deg, accuracy_m, attributes, "
+                "ingest_batch_id, kafka_partition, kafka_offset";
             enc.begin();
             for (const auto i : latest) encode_row(enc, b.rows[i], result.ingest_batch_id);
             enc.end();
-            conn.copy_start(
-                "COPY current_stage (vehicle_id, last_updated, geom, speed_kmh, heading_deg, "
-                "accuracy_m, attributes, ingest_batch_id, kafka_partition, kafka_offset) "
-                "FROM STDIN (FORMAT binary)");
-            conn.copy_send(enc.data());
-            conn.copy_end();
-            static const std::string insert_staged =
-                "INSERT INTO trackd.vehicle_current_state AS s (vehicle_id, last_updated, geom, "
-                "speed_kmh, heading_deg, accuracy_m, attributes, ingest_batch_id, "
-                "kafka_partition, kafka_offset) "
-                "SELECT vehicle_id, last_updated, geom, speed_kmh, heading_deg, accuracy_m, "
-                "attributes, ingest_batch_id, kafka_partition, kafka_offset FROM current_stage "
-                // One lock order for every writer: concurrent batches that share a vehicle
-                // (messages not keyed by vehicle) wait for each other instead of deadlocking.
-                "ORDER BY vehicle_id ";
             // Every vehicle of the batch seen for the first time (a fleet's first batch, a
-            // stream of vehicles seen once): a plain INSERT, without the upsert's speculative
-            // insertion, a fifth of the cost of a new row (bench/RESULTS.md 2026-12-03 17:30
-            // UTC). If one is there after all (written by another instance: messages not keyed
-            // by vehicle, a repartitioned topic; or by hand), it is undone and the upsert below
-            // runs. Only whole batches: one statement per batch keeps the one lock order. The
+            // stream of vehicles seen once): the rows are COPYed straight into the current
+            // state, without the staging table and the upsert's speculative insertion
+            // (docs/benchmarks.md, "New vehicles"). If one is there after all (written by
+            // another instance: messages not keyed by vehicle, a repartitioned topic; or by
+            // hand), the COPY fails on the primary key, is undone, and the upsert below runs.
+            // Only whole batches: one statement per batch keeps the one lock order. The
             // savepoint stays open until COMMIT, which commits it with the rest.
             std::unordered_set<std::string_view> first_seen;
             for (const auto& row : b.rows) {
@@ -601,7 +597,11 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
             bool inserted = false;
             if (!latest.empty() && first_seen.size() == latest.size()) {
                 try {
-                    conn.exec_script("SAVEPOINT new_vehicles; " + insert_staged);
+                    conn.exec_script("SAVEPOINT new_vehicles");
+                    conn.copy_start("COPY trackd.vehicle_current_state (" + current_columns +
+                                    ") FROM STDIN (FORMAT binary)");
+                    conn.copy_send(enc.data());
+                    conn.copy_end();
                     inserted = true;
                 } catch (const db::DbError& e) {
                     if (e.sqlstate() != "23505") throw;
@@ -609,20 +609,28 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
                     current_state_insert_fallbacks().inc();
                 }
             }
-            // Only forward in time: an older position never replaces a newer one.
-            static const std::string upsert_staged =
-                insert_staged +
-                "ON CONFLICT (vehicle_id) DO UPDATE SET last_updated = EXCLUDED.last_updated, "
-                "geom = EXCLUDED.geom, speed_kmh = EXCLUDED.speed_kmh, "
-                "heading_deg = EXCLUDED.heading_deg, accuracy_m = EXCLUDED.accuracy_m, "
-                "attributes = EXCLUDED.attributes, ingest_batch_id = EXCLUDED.ingest_batch_id, "
-                "kafka_partition = EXCLUDED.kafka_partition, "
-                "kafka_offset = EXCLUDED.kafka_offset "
-                // trackd's total order: (recorded_at, offset); an equal time from a later
-                // message wins, as it does inside a batch (batch::latest_per_vehicle).
-                "WHERE (EXCLUDED.last_updated, EXCLUDED.kafka_offset) > "
-                "(s.last_updated, s.kafka_offset)";
-            if (!inserted) conn.exec_script(upsert_staged);
+            if (!inserted) {
+                conn.copy_start("COPY current_stage (" + current_columns +
+                                ") FROM STDIN (FORMAT binary)");
+                conn.copy_send(enc.data());
+                conn.copy_end();
+                // Only forward in time: an older position never replaces a newer one.
+                static const std::string upsert_staged =
+                    "INSERT INTO trackd.vehicle_current_state AS s (" + current_columns +
+                    ") SELECT " + current_columns +
+                    " FROM current_stage ORDER BY vehicle_id COLLATE \"C\" "
+                    "ON CONFLICT (vehicle_id) DO UPDATE SET last_updated = EXCLUDED.last_updated, "
+                    "geom = EXCLUDED.geom, speed_kmh = EXCLUDED.speed_kmh, "
+                    "heading_deg = EXCLUDED.heading_deg, accuracy_m = EXCLUDED.accuracy_m, "
+                    "attributes = EXCLUDED.attributes, ingest_batch_id = EXCLUDED.ingest_batch_id, "
+                    "kafka_partition = EXCLUDED.kafka_partition, "
+                    "kafka_offset = EXCLUDED.kafka_offset "
+                    // trackd's total order: (recorded_at, offset); an equal time from a later
+                    // message wins, as it does inside a batch (batch::latest_per_vehicle).
+                    "WHERE (EXCLUDED.last_updated, EXCLUDED.kafka_offset) > "
+                    "(s.last_updated, s.kafka_offset)";
+                conn.exec_script(upsert_staged);
+            }
         }
 
         if (!b.dead_letters.empty()) {
