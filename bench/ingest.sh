@@ -172,6 +172,7 @@ statement_shares() {
     WITH s AS (
       SELECT CASE WHEN query LIKE 'COPY trackd.vehicle_telemetry_history%' THEN 'copy_history'
                   WHEN query LIKE 'COPY current_stage%' THEN 'copy_stage'
+                  WHEN query LIKE 'COPY trackd.vehicle_current_state%' THEN 'copy_current'
                   WHEN query LIKE 'INSERT INTO trackd.vehicle_current_state%' THEN 'upsert'
                   WHEN query ILIKE 'commit%' THEN 'commit'
                   WHEN query LIKE 'UPDATE trackd.kafka_offsets%' THEN 'offsets'
@@ -187,6 +188,7 @@ statement_shares() {
     UNION ALL SELECT 'stmt_calls', sum(calls)::text FROM s
     UNION ALL SELECT 'stmt_upsert_rows', coalesce(sum(rows), 0)::text FROM s WHERE kind = 'upsert'
     UNION ALL SELECT 'stmt_stage_rows', coalesce(sum(rows), 0)::text FROM s WHERE kind = 'copy_stage'
+    UNION ALL SELECT 'stmt_copy_current_rows', coalesce(sum(rows), 0)::text FROM s WHERE kind = 'copy_current'
     UNION ALL SELECT 'stmt_busy_share', round((sum(total_exec_time) / 1000 / ($seconds * $conns))::numeric, 3)::text FROM s
     UNION ALL SELECT 'hot_update_share', coalesce(round(n_tup_hot_upd::numeric / nullif(n_tup_upd, 0), 3)::text, 'none')
       FROM pg_stat_user_tables WHERE relid = 'trackd.vehicle_current_state'::regclass"
@@ -709,7 +711,7 @@ report="$work/report.md"
   # a writer not inside a statement is waiting for a batch, in a round trip or in the client.
   stmt_line() {
     local f="$1" k out=""
-    for k in copy_history copy_stage upsert offsets begin commit other; do
+    for k in copy_history copy_current copy_stage upsert offsets begin commit other; do
       out+="$k $(kv "$f" "stmt_${k}_s" || true) s, "
     done
     echo "${out%, }; $(kv "$f" stmt_calls) statements"
@@ -717,6 +719,7 @@ report="$work/report.md"
   echo "- connections busy inside statements (pg_stat_statements time / (wall × connections)): trackd's writers **$(calc "$(kv "$bt" stmt_busy_share) * 100" %.0f)%** (from launch: start-up counts as idle; COMMIT's WAL flush is not in pg_stat_statements), the COPY limit's **$(calc "$(kv "$bl" stmt_busy_share) * 100" %.0f)%**"
   echo "  - trackd (best run): $(stmt_line "$bt")"
   echo "  - COPY limit (best run): $(stmt_line "$bl")"
+  echo "  - current-state rows of new vehicles COPYed straight in (copy_current): trackd $(kv "$bt" stmt_copy_current_rows || true)"
   echo "  - current-state rows staged / changed by the upsert (the rest could not win): trackd $(kv "$bt" stmt_stage_rows) / $(kv "$bt" stmt_upsert_rows), COPY limit $(kv "$bl" stmt_stage_rows) / $(kv "$bl" stmt_upsert_rows); share of current-state updates that were HOT: trackd $(kv "$bt" hot_update_share), COPY limit $(kv "$bl" hot_update_share), its own schema's $(kv "$blo" hot_update_share)"
   echo "- COPY limit (best run), time by statement summed over its connections: COPY history $(kv "$bl" copy_history_s) s, COPY staging $(kv "$bl" copy_stage_s) s, upsert $(kv "$bl" upsert_s) s, COMMIT $(kv "$bl" commit_s) s ($(kv "$bl" batches) batches, $(kv "$bl" stage_rows) staged rows)"
   if ((run_python)); then
