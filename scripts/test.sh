@@ -48,7 +48,10 @@ on_exit() {
 }
 trap on_exit EXIT
 
-# The tests find the services on the same ports the service scripts use.
+# The tests find the services on the same ports the service scripts use. A second, proxied
+# listener is for a fault case's own broker only (it sets these itself): inherited from the
+# caller, it would make every private broker of the fault suite bind the same port.
+unset LOCAL_KAFKA_PROXIED_PORT LOCAL_KAFKA_PROXIED_ADVERTISED
 export TEST_PG_ADMIN_DSN="${TEST_PG_ADMIN_DSN:-postgresql://postgres@127.0.0.1:${LOCAL_PG_PORT:-55432}/postgres}"
 export TEST_KAFKA_BROKERS="${TEST_KAFKA_BROKERS:-127.0.0.1:${LOCAL_KAFKA_PORT:-59092}}"
 export TEST_PG_REPLICA_DSN="${TEST_PG_REPLICA_DSN:-postgresql://postgres@127.0.0.1:${LOCAL_PG_REPLICA_PORT:-55433}/postgres}"
