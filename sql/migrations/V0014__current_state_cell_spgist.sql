@@ -1,5 +1,5 @@
 -- V0014: the current state's grid cells are indexed with SP-GiST instead of GiST
--- (measurements in docs/benchmarks.md "Current state: SP-GiST on the grid cells").
+-- (measurements in docs/benchmarks.md "New vehicles: COPY straight in, and SP-GiST on the cells").
 --
 -- Every vehicle seen for the first time inserts an entry into the index on `cell` (V0011), and
 -- so does every update that moves a vehicle into another cell. A GiST insert weighs every entry

@@ -585,9 +585,10 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
             // Every vehicle of the batch seen for the first time (a fleet's first batch, a
             // stream of vehicles seen once): the rows are COPYed straight into the current
             // state, without the staging table and the upsert's speculative insertion
-            // (docs/benchmarks.md, "New vehicles"). If one is there after all (written by
-            // another instance: messages not keyed by vehicle, a repartitioned topic; or by
-            // hand), the COPY fails on the primary key, is undone, and the upsert below runs.
+            // (docs/benchmarks.md, "New vehicles: COPY straight in"). If one is there after all
+            // (written by another instance: messages not keyed by vehicle, a repartitioned
+            // topic; or by hand), the COPY fails on the primary key, is undone, and the upsert
+            // below runs.
             // Only whole batches: one statement per batch keeps the one lock order. The
             // savepoint stays open until COMMIT, which commits it with the rest.
             std::unordered_set<std::string_view> first_seen;
