@@ -55,11 +55,10 @@ if(NOT ArrowParquet_FOUND AND (TRACKD_ARROW_ROUTE STREQUAL "auto" OR
   if(NOT EXISTS "${TRACKD_PYTHON}")
     string(APPEND _ap_why "  pyarrow: no interpreter at ${TRACKD_PYTHON}\n")
   else()
-    # create_library_symlinks() adds libarrow.so -> libarrow.so.<ABI> beside the versioned files;
-    # it is idempotent and only touches the venv.
+    # pyarrow_paths.py adds libarrow.so -> libarrow.so.<ABI> beside the versioned files (relative
+    # links, safe in the venv every clone shares) and prints include dir, lib dir and version.
     execute_process(
-      COMMAND "${TRACKD_PYTHON}" -c
-              "import pyarrow as pa; pa.create_library_symlinks(); print(pa.get_include()); print(pa.get_library_dirs()[0]); print(pa.__version__)"
+      COMMAND "${TRACKD_PYTHON}" "${CMAKE_CURRENT_LIST_DIR}/pyarrow_paths.py"
       OUTPUT_VARIABLE _ap_out ERROR_VARIABLE _ap_err RESULT_VARIABLE _ap_rc
       OUTPUT_STRIP_TRAILING_WHITESPACE)
     if(NOT _ap_rc EQUAL 0)
