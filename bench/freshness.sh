@@ -136,6 +136,13 @@ psql -X -P pager=off "$dsn" -c "
      AND query NOT LIKE '%kafka_offsets WHERE consumer_group%' AND query NOT LIKE '--%'
      AND query NOT LIKE '%pg_stat_statements%'
    ORDER BY total_exec_time DESC LIMIT 6" >"$work/statements.txt" 2>&1 || true
+# The share of current-state updates that were HOT (V0011, V0015) and the table's size: an
+# update that finds no room on its row's page writes index entries and grows the table.
+current_state=$(psql_at "$db" -c "
+  SELECT coalesce(round(n_tup_hot_upd::numeric / nullif(n_tup_upd, 0), 3)::text, 'none') || ' of ' ||
+         n_tup_upd || ' updates HOT; ' || n_live_tup || ' vehicles in ' ||
+         pg_relation_size('trackd.vehicle_current_state') / 8192 || ' pages'
+    FROM pg_stat_user_tables WHERE relid = 'trackd.vehicle_current_state'::regclass" 2>/dev/null || echo '?')
 kill -TERM "$trackd_pid"
 wait "$trackd_pid" || true
 trackd_pid=""
@@ -164,6 +171,7 @@ report="$work/report.md"
   cat "$work/statements.txt"
   echo '```'
   echo
+  echo "- current state: $current_state"
   echo "- trackd: CPU $(calc "$c1 - $c0") s, PostgreSQL $(calc "$pg1 - $pg0") s over the run; peak RSS $(calc "$trackd_rss_kib / 1024" %.0f) MiB; machine busy $(calc "$busy * 100" %.0f)%, other processes $(calc "$(busy_seconds "$m0" "$m1") - ($c1 - $c0) - ($pg1 - $pg0)") CPU-s"
 } >"$report"
 echo

@@ -275,7 +275,7 @@ SELECT 'veh-' || n, '2026-12-01T00:00:00Z', ST_SetSRID(ST_MakePoint(x, y, 0), 43
     EXPECT_EQ(conn.query("SELECT reloptions::text FROM pg_class "
                          "WHERE oid = 'trackd.vehicle_current_state'::regclass")
                   .at(0, 0),
-              "{fillfactor=50}");
+              "{fillfactor=20}");  // V0015
 
     // Updated and HOT-updated rows of one statement: the backend's pending counters, read
     // before and after it in its transaction.
@@ -381,6 +381,83 @@ UPDATE trackd.vehicle_current_state SET geom = ST_SetSRID(ST_MakePoint(13.1052, 
     std::string text;
     for (int i = 0; i < plan.rows(); ++i) text += plan.at(i, 0) + "\n";
     EXPECT_NE(text.find("vehicle_current_state_cell_spgist"), std::string::npos) << text;
+
+    r = run_command(trackd_with_db(db, "migrate"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("schema is up to date"), std::string::npos) << r.output;
+}
+
+// V0015 lowers the current state's fillfactor from 50 to 20, so that a page keeps room for
+// several versions of each of its rows while pruning cannot yet remove the dead ones (a
+// transaction that can still see them: in trackd, the other writer's batch). Rows inserted under
+// V0014 stay where they are; rows inserted after it are spread thinner, and two rounds of
+// in-cell updates under an old snapshot stay HOT for every one of them, where the rows packed
+// at fillfactor 50 run out of room.
+TEST(Migrations, V0015LeavesRoomForHotUpdatesWhilePruningWaits) {
+    TestDatabase db("mig_fillfactor");
+    apply_with_psql(db, 14);
+    db::Connection conn(db.dsn(), "test");
+    // Vehicles at the centre of 1/128 degree cells, 20 cells apart: every update below stays in
+    // its cell. `packed-*` before the migration, `spread-*` after it.
+    const auto insert = [&](const std::string& prefix) {
+        conn.exec_script(
+            "INSERT INTO trackd.vehicle_current_state (vehicle_id, last_updated, geom, "
+            "ingest_batch_id, kafka_partition, kafka_offset) "
+            "SELECT '" +
+            prefix +
+            "-' || lpad(n::text, 3, '0'), '2026-12-01T00:00:00Z', "
+            "ST_SetSRID(ST_MakePoint(13 + (n * 20 + 0.5) / 128, 52 + 0.5 / 128, 0), 4326), 1, 0, n "
+            "FROM generate_series(1, 140) n");
+    };
+    insert("packed");
+    auto r = run_command(trackd_with_db(db, "migrate"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(conn.query("SELECT reloptions::text FROM pg_class "
+                         "WHERE oid = 'trackd.vehicle_current_state'::regclass")
+                  .at(0, 0),
+              "{fillfactor=20}");
+    insert("spread");
+    // Rows per page, at most, of each kind.
+    EXPECT_EQ(conn.query("SELECT string_agg(m::text, ',' ORDER BY k) FROM (SELECT k, max(c) AS m "
+                         "FROM (SELECT split_part(vehicle_id, '-', 1) AS k, "
+                         "(ctid::text::point)[0] AS page, count(*) AS c "
+                         "FROM trackd.vehicle_current_state GROUP BY 1, 2) p GROUP BY k) q")
+                  .at(0, 0),
+              "16,6");
+
+    // Another session's snapshot holds every dead version back from pruning.
+    db::Connection reader(db.dsn(), "reader");
+    reader.exec_script(
+        "BEGIN ISOLATION LEVEL REPEATABLE READ; "
+        "SELECT count(*) FROM trackd.vehicle_current_state");
+    const auto hot_updates = [&](const std::string& prefix) {
+        const auto counters = [&] {
+            const auto c = conn.query(
+                "SELECT pg_stat_get_xact_tuples_updated(c.oid), "
+                "pg_stat_get_xact_tuples_hot_updated(c.oid) FROM pg_class c "
+                "WHERE c.oid = 'trackd.vehicle_current_state'::regclass");
+            return std::pair{std::stoll(c.at(0, 0)), std::stoll(c.at(0, 1))};
+        };
+        conn.exec_script("BEGIN");
+        const auto before = counters();
+        conn.exec_script(
+            "UPDATE trackd.vehicle_current_state SET geom = ST_Translate(geom, 1e-6, 0), "
+            "last_updated = last_updated + interval '1 s' WHERE vehicle_id LIKE '" +
+            prefix + "-%'");
+        const auto after = counters();
+        conn.exec_script("COMMIT");
+        return std::pair{after.first - before.first, after.second - before.second};
+    };
+    for (int round = 1; round <= 2; ++round) {
+        EXPECT_EQ(hot_updates("spread"), (std::pair<long long, long long>{140, 140}))
+            << "round " << round;
+    }
+    hot_updates("packed");
+    const auto packed = hot_updates("packed");
+    EXPECT_EQ(packed.first, 140);
+    EXPECT_LT(packed.second, 70) << "HOT updates of rows packed at fillfactor 50, second round: "
+                                 << packed.second;
+    reader.exec_script("COMMIT");
 
     r = run_command(trackd_with_db(db, "migrate"));
     ASSERT_EQ(r.exit_code, 0) << r.output;
