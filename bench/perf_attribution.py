@@ -8,8 +8,9 @@ Reads `perf script` call stacks (needs the .eh_frame unwinding of --call-graph d
 postgres has no frame pointers) and classifies each sample twice, by its ancestors:
   statement: COPY (DoCopy), the upsert or another query (the executor without DoCopy), COMMIT
              (CommitTransaction), other;
-  component: GiST index, btree index (unique check separately), BRIN index, heap insert/update,
-             input parsing (NextCopyFrom: jsonb, geometry and the other receive functions),
+  component: GiST index, SP-GiST index, btree index (unique check separately), BRIN index,
+             heap insert/update, input parsing (NextCopyFrom: jsonb, geometry and the other
+             receive functions),
              staging/sort and the rest; WAL (XLogInsert) is shown separately as it runs inside
              the others.
 Prints one table of shares of all samples. Standard library only.
@@ -30,6 +31,7 @@ COMPONENTS = [
     ("input parsing (receive functions)", ("NextCopyFrom",)),
     ("unique check (ON CONFLICT arbiter)", ("ExecCheckIndexConstraints", "_bt_check_unique")),
     ("GiST index insert", ("gistinsert", "gistdoinsert")),
+    ("SP-GiST index insert", ("spginsert", "spgdoinsert")),
     ("btree index insert", ("btinsert", "_bt_doinsert")),
     ("BRIN index insert", ("brininsert",)),
     ("heap update", ("heap_update", "ExecUpdate")),
