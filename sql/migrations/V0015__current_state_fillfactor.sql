@@ -1,4 +1,4 @@
--- V0015: the current state leaves room on each page for three more versions of its rows
+-- V0015: the current state leaves room on each page for about four more versions of each row
 -- (fillfactor 20 instead of V0011's 50; measurements in docs/benchmarks.md "Current state:
 -- room for HOT updates").
 --

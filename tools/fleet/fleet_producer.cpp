@@ -150,6 +150,12 @@ void FleetProducer::on_delivery(rd_kafka_t* /*rk*/, const rd_kafka_message_t* me
         self->report_failure(*rec, rd_kafka_err2str(message->err));
     } else {
         self->tally_.count_delivered(rec->kind);
+        if (message->offset < 0 && ++self->delivered_without_offset_ == 1) {
+            fmt::print(stderr,
+                       "trackd-fleet: librdkafka reported a delivery without an offset "
+                       "(partition {}); its manifest line says offset {}\n",
+                       message->partition, message->offset);
+        }
         if (self->manifest_ != nullptr) {
             self->manifest_->write(message->partition, message->offset, kinds()[rec->kind],
                                    self->vehicle_ids_[rec->vehicle],

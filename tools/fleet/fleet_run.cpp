@@ -243,6 +243,9 @@ int run_fleet(const FleetOptions& o) {
         }
     }
     const double elapsed_s = seconds_since(t0);
+    if (const auto n = producer->delivered_without_offset(); n > 0) {
+        fmt::print(stderr, "trackd-fleet: {} message(s) reported delivered without an offset\n", n);
+    }
     producer.reset();  // every delivery report has been served
     if (manifest) manifest->close();
 
