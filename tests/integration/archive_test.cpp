@@ -143,9 +143,14 @@ void ingested_history_read_back(ArchiveSetup setup, int messages) {
     db::Connection holder(h.db().dsn(), "test lock holder");
     const std::string lock_name =
         "trackd.archive trackd." + a.namespace_name() + ".vehicle_positions";
-    ASSERT_EQ(
-        holder.query("SELECT pg_try_advisory_lock(hashtextextended($1, 0))", {lock_name}).at(0, 0),
-        "t");
+    // The archiver that just exited holds the session lock until its backend has ended.
+    bool locked = false;
+    for (int i = 0; i < 50 && !locked; ++i) {
+        locked = holder.query("SELECT pg_try_advisory_lock(hashtextextended($1, 0))", {lock_name})
+                     .at(0, 0) == "t";
+        if (!locked) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ASSERT_TRUE(locked);
     once = a.archive("--once");
     EXPECT_EQ(once.exit_code, 3) << once.output;
     EXPECT_NE(once.output.find("another archiver holds the lock"), std::string::npos)
