@@ -134,6 +134,7 @@ KafkaSource::~KafkaSource() {
 void KafkaSource::close() {
     if (closed_) return;
     release_message();
+    closing_ = true;
     rd_kafka_consumer_close(rk_);  // runs the revoke callback
     closed_ = true;
 }
@@ -179,11 +180,15 @@ void KafkaSource::handle_rebalance(int err, void* raw) {
                  {"partition", std::to_string(given->elems[i].partition)}});
         }
     }
-    // librdkafka answers NULL when it cannot ask the group (e.g. while the consumer closes):
-    // the last answer holds. Passed to strcmp, that NULL crashed trackd (seen twice in a CI run:
-    // a segfault in strcmp on address 0, and this is trackd's only strcmp).
-    if (const char* protocol = rd_kafka_rebalance_protocol(rk_); protocol != nullptr) {
-        cooperative_ = std::strcmp(protocol, "COOPERATIVE") == 0;
+    // The group's protocol, asked of librdkafka except while the consumer closes: then the
+    // last answer holds. Asked from the revoke callback that rd_kafka_consumer_close() runs,
+    // librdkafka can answer NULL (passed to strcmp, that crashed trackd twice in a CI run) or
+    // never answer at all (librdkafka issue 4041: a CI run saw `trackd` hang on SIGTERM, its
+    // main thread waiting in rd_kafka_rebalance_protocol() under rd_kafka_consumer_close()).
+    if (!closing_) {
+        if (const char* protocol = rd_kafka_rebalance_protocol(rk_); protocol != nullptr) {
+            cooperative_ = std::strcmp(protocol, "COOPERATIVE") == 0;
+        }
     }
     const bool cooperative = cooperative_;
     const auto parts = partitions_of(list);

@@ -297,7 +297,7 @@ void survives_sigkill(ArchiveSetup setup, int messages) {
     ASSERT_TRUE(h.wait_drained(kMessages, std::chrono::seconds(300)))
         << IngestHarness::read_file(h.log_path());
     trackd->kill(SIGTERM);
-    trackd->wait();
+    ASSERT_TRUE(trackd->wait_for(std::chrono::seconds(30))) << "trackd did not stop on SIGTERM";
 
     const auto once = a.archive("--once", small);
     ASSERT_EQ(once.exit_code, 0) << once.output;
@@ -381,12 +381,15 @@ TEST(Archive, RetentionKeepsPartitionsUntilTheirRowsAreArchived) {
     };
     const int old_before = old_partitions();  // 3 or 4, depending on the time of day
     ASSERT_GE(old_before, 3);
+    // Midday of one day: five rows that never straddle two daily partitions, whatever the time
+    // of the run (from 'now() - 10 days 12 hours' they did when run just before noon UTC).
     auto insert_old = [&](int batch) {
         conn.query(
-            "INSERT INTO trackd.vehicle_telemetry_history SELECT 'veh-' || g, now() - interval "
-            "'10 days 12 hours' + g * interval '1 minute', ST_SetSRID(ST_MakePoint(13, 52, 0), "
-            "4326), NULL, NULL, NULL, NULL, $1::bigint, 0, $1::bigint * 1000 + g FROM "
-            "generate_series(1, 5) g",
+            "INSERT INTO trackd.vehicle_telemetry_history SELECT 'veh-' || g, (date_trunc('day', "
+            "now() AT TIME ZONE 'UTC') - interval '10 days' + interval '12 hours') AT TIME ZONE "
+            "'UTC' + g * interval '1 minute', ST_SetSRID(ST_MakePoint(13, 52, 0), 4326), NULL, "
+            "NULL, NULL, NULL, $1::bigint, 0, "
+            "$1::bigint * 1000 + g FROM generate_series(1, 5) g",
             {std::to_string(batch)});
     };
     insert_old(1);

@@ -155,7 +155,7 @@ TEST(Ingest, OneBatchWithOneVehicleOutOfOrder) {
     ASSERT_TRUE(h.wait_drained(5, std::chrono::seconds(60)))
         << IngestHarness::read_file(h.log_path());
     trackd->kill(SIGTERM);
-    trackd->wait();
+    ASSERT_TRUE(trackd->wait_for(std::chrono::seconds(30))) << "trackd did not stop on SIGTERM";
 
     db::Connection conn(h.db().dsn(), "test");
     auto batches = conn.query(

@@ -468,7 +468,7 @@ TEST(ProtobufIngest, RegistryDownDelaysOnlyThePartitionThatNeedsIt) {
     ASSERT_TRUE(h.wait_drained(40, std::chrono::seconds(60)))
         << IngestHarness::read_file(h.log_path());
     again->kill(SIGTERM);
-    again->wait();
+    ASSERT_TRUE(again->wait_for(std::chrono::seconds(30))) << "trackd did not stop on SIGTERM";
     h.check_accounting(expected, /*with_rejected=*/false);
 }
 

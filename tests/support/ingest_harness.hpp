@@ -301,7 +301,9 @@ class IngestHarness {
         report.drained = wait_drained(messages, std::chrono::seconds(300));
         EXPECT_TRUE(report.drained) << read_file(log_path());
         trackd->kill(SIGTERM);
-        trackd->wait();
+        EXPECT_TRUE(trackd->wait_for(std::chrono::seconds(30)))
+            << "trackd did not stop within 30 s of SIGTERM\n"
+            << read_file(log_path());
         return report;
     }
 

@@ -65,6 +65,9 @@ class KafkaSource final : public Source {
     rd_kafka_message_s* current_ = nullptr;
     bool paused_ = false;
     std::atomic<bool> closed_{false};
+    // Set before rd_kafka_consumer_close(): the revoke callback it runs must not ask the group
+    // anything (see handle_rebalance).
+    bool closing_ = false;
     bool start_at_end_ = false;
     // The group's rebalance protocol is COOPERATIVE (from the configured strategy until the
     // group first says).
