@@ -81,10 +81,10 @@ create_db() {
 # use_today_current_state NAME: the current state as the performance issue measured it
 # (V0003-V0010): a GiST on geom and a btree on last_updated, no grid cell, default fillfactor.
 # V0011 made its updates HOT; this is the "before" of that change, on a migrated database
-# (dropping the column drops its index, V0011's GiST or V0014's SP-GiST).
+# (dropping the column drops its index: V0016's SP-GiST on the cells' corners).
 use_today_current_state() {
   psql_at "$1" -v ON_ERROR_STOP=1 \
-    -c "ALTER TABLE trackd.vehicle_current_state DROP COLUMN cell" \
+    -c "ALTER TABLE trackd.vehicle_current_state DROP COLUMN cell_corner" \
     -c "ALTER TABLE trackd.vehicle_current_state RESET (fillfactor)" \
     -c "CREATE INDEX vehicle_current_state_geom_gist ON trackd.vehicle_current_state USING gist (geom)" \
     -c "CREATE INDEX vehicle_current_state_last_updated_idx ON trackd.vehicle_current_state (last_updated)" \

@@ -21,7 +21,8 @@ const char* const kGeofenceColumns =
     "(extract(epoch FROM updated_at) * 1000000)::int8, ST_Area(fence_geom::geography), dwell_s";
 
 std::string vehicle_in_box(const std::string& box, const std::string& alias) {
-    return alias + "cell && " + box + " AND " + alias + "geom && " + box;
+    return alias + "cell_corner && trackd.cell_corners_for(" + box + ") AND " + alias + "geom && " +
+           box;
 }
 
 namespace {

@@ -30,8 +30,9 @@ extern const char* const kGeofenceColumns;
 
 // The SQL condition "the vehicle's position is in `box`" on trackd.vehicle_current_state
 // (`box`: an SQL geometry expression; `alias`: the table's alias with its dot, or ""). geom has
-// no index, so that an update inside the same grid cell is a HOT update (V0011): the GiST on
-// the vehicle's cell finds the candidates, and geom && box keeps the exact ones.
+// no index, so that an update inside the same grid cell is a HOT update (V0011): the SP-GiST on
+// the corners of the vehicles' cells (V0016) finds the candidates, those of every cell reaching
+// into `box`, and geom && box keeps the exact ones.
 std::string vehicle_in_box(const std::string& box, const std::string& alias = "");
 
 // Writes a Feature; `extra` members are added to its properties (e.g. distance_m), in order.

@@ -65,12 +65,12 @@ struct Extent {
 // One row per collection that has statistics: id, xmin, ymin, xmax, ymax, first, last (µs).
 // Positions: the union over the history's partitions (autovacuum analyzes partitions, never the
 // partitioned parent). ST_EstimatedExtent is asked only where statistics exist (it warns
-// otherwise). Vehicles: from the grid cells' statistics (their index is an SP-GiST since V0014,
-// whose extent PostGIS cannot read as it reads a GiST's; the cells reach at most 1/128 degree
-// beyond the positions, and the statistics pad the extent by a small fraction of its size).
+// otherwise). Vehicles: from the positions' statistics (the current state has no GiST whose
+// extent PostGIS could read instead since V0014; the statistics pad the extent by a small
+// fraction of its size).
 constexpr const char* kExtentsSql = R"SQL(
 WITH t(coll, relname, geom_col, time_col) AS (
-  SELECT 'vehicles', 'vehicle_current_state', 'cell', 'last_updated'
+  SELECT 'vehicles', 'vehicle_current_state', 'geom', 'last_updated'
   UNION ALL SELECT 'geofences', 'geofence_zones', 'fence_geom', 'updated_at'
   UNION ALL SELECT 'positions', c.relname::text, 'geom', 'recorded_at'
     FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid

@@ -152,8 +152,9 @@ Response GeofenceService::vehicles(const Request& req, const std::string& zone_n
         check_identifier("after", *a, kMaxIdentifierBytes);
         after = *a;
     }
-    // Inside = covered by the zone, boundary included (ST_Covers), answered from the GiST index on
-    // the vehicles' grid cells (V0011: a vehicle's cell holds its position). Outside pages
+    // Inside = covered by the zone, boundary included (ST_Covers), answered from the SP-GiST on
+    // the corners of the vehicles' grid cells (V0011, V0016: the cells reaching into the zone's
+    // bounding box hold every vehicle inside it). Outside pages
     // through vehicles in id order and measures only the page: the geodesic distance to the
     // zone, on the spheroid. The first page has no `after` condition: in a generic plan
     // "vehicle_id > $2" would be planned as a range over the whole key.
@@ -162,7 +163,9 @@ Response GeofenceService::vehicles(const Request& req, const std::string& zone_n
     if (is_inside) {
         sql +=
             " FROM trackd.vehicle_current_state v JOIN trackd.geofence_zones z ON z.zone_name = " +
-            sql.bind(zone_name) + " AND ST_Covers(z.fence_geom, v.geom) AND v.cell && z.fence_geom";
+            sql.bind(zone_name) +
+            " AND ST_Covers(z.fence_geom, v.geom) AND v.cell_corner && "
+            "trackd.cell_corners_for(z.fence_geom)";
         if (!after.empty()) sql += " WHERE v.vehicle_id > " + sql.bind(after);
         sql += " ORDER BY v.vehicle_id" + page.limit_clause();
     } else {

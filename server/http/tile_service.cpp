@@ -71,8 +71,8 @@ const std::array<Collection, 3>& collections() {
          "geom",
          fmt::format("hashtextextended(vehicle_id, 0) & {}", kIdMask),
          "vehicle_id, " + utc_text("last_updated") + ", speed_kmh, heading_deg",
-         // The index is on the vehicle's grid cell, not on geom (V0011).
-         " AND cell && " + kBox4326,
+         // The index is on the vehicle's grid cell, not on geom (V0011, V0016).
+         " AND cell_corner && trackd.cell_corners_for(" + kBox4326 + ")",
          {{"vehicle_id", "String"},
           {"last_updated", "String"},
           {"speed_kmh", "Number"},

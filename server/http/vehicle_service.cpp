@@ -135,7 +135,7 @@ Response VehicleService::nearby(const Request& req) {
                       fmt::format("{} is not in (0, {}] metres", radius, kMaxNearbyRadiusM));
     }
     const int limit = parse_limit(q, kDefaultLimit, ctx_.http.max_limit);
-    // Candidates come from the cell GiST through a longitude/latitude box that contains
+    // Candidates come from the cells' SP-GiST through a longitude/latitude box that contains
     // every point within the radius; ST_DWithin on geography then keeps those within the
     // geodesic (spheroid) radius, and the order is exact on PostGIS's geodesic distance.
     const auto box = nearby_box(lon, lat, radius);

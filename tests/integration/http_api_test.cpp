@@ -493,10 +493,10 @@ TEST_F(HttpApi, OgcCollectionsReportTheEstimatedExtentOfTheirData) {
         return out;
     };
     const auto vehicles = bbox("vehicles");
-    EXPECT_EQ(vehicles, estimated("vehicle_current_state", "cell"));
-    // The fixture's vehicles span 10.0 .. 14.55 E, 50.0 .. 52.1 N; their grid cells (V0011)
-    // reach up to 1/128 degree beyond, and the statistics' extent (the cells' SP-GiST, V0014,
-    // has none to read) is padded by a fraction of its size: it covers them, and not much more.
+    EXPECT_EQ(vehicles, estimated("vehicle_current_state", "geom"));
+    // The fixture's vehicles span 10.0 .. 14.55 E, 50.0 .. 52.1 N; the statistics' extent (the
+    // current state has no GiST to read one from since V0014) is padded by a fraction of its
+    // size: it covers them, and not much more.
     ASSERT_EQ(vehicles.size(), 4U);
     EXPECT_LE(vehicles[0], 10.0);
     EXPECT_LE(vehicles[1], 50.0);

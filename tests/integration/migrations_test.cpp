@@ -42,9 +42,37 @@ std::string schema_dump(const TestDatabase& db) {
     return out;
 }
 
-void apply_with_psql(const TestDatabase& db, int up_to_version) {
+// Rows of the current state that one statement updated, and how many of those updates were HOT:
+// the backend's pending counters, read before and after it in its own transaction.
+std::string current_state_updates(db::Connection& conn, const std::string& update) {
+    const auto counters = [&] {
+        const auto c = conn.query(
+            "SELECT pg_stat_get_xact_tuples_updated(c.oid), "
+            "pg_stat_get_xact_tuples_hot_updated(c.oid) FROM pg_class c "
+            "WHERE c.oid = 'trackd.vehicle_current_state'::regclass");
+        return std::pair{std::stoll(c.at(0, 0)), std::stoll(c.at(0, 1))};
+    };
+    conn.exec_script("BEGIN");
+    const auto before = counters();
+    conn.exec_script(update);
+    const auto after = counters();
+    conn.exec_script("COMMIT");
+    return std::to_string(after.first - before.first) + "/" +
+           std::to_string(after.second - before.second);
+}
+
+// The row's cell_corner is the south-west corner of the 1/128 degree grid cell holding its geom
+// (V0016), as an SQL condition.
+constexpr const char* kCornerHoldsItsPoint =
+    "(ST_X(cell_corner) * 128 = floor(ST_X(cell_corner) * 128) "
+    "AND ST_Y(cell_corner) * 128 = floor(ST_Y(cell_corner) * 128) "
+    "AND ST_X(geom) >= ST_X(cell_corner) AND ST_X(geom) - ST_X(cell_corner) < 1.0 / 128 "
+    "AND ST_Y(geom) >= ST_Y(cell_corner) AND ST_Y(geom) - ST_Y(cell_corner) < 1.0 / 128)";
+
+void apply_with_psql(const TestDatabase& db, int up_to_version, int from_version = 1) {
     for (const auto& m : db::known_migrations()) {
         if (m.version > up_to_version) break;
+        if (m.version < from_version) continue;
         const auto r = run_command(
             pg_bin("psql") + " -X -q -1 -v ON_ERROR_STOP=1 -d " + shell_quote(db.dsn()) + " -f " +
             shell_quote(std::string(TRACKD_SOURCE_DIR) + "/sql/migrations/" + m.file));
@@ -260,40 +288,23 @@ SELECT 'veh-' || n, '2026-12-01T00:00:00Z', ST_SetSRID(ST_MakePoint(x, y, 0), 43
 )SQL");
     auto r = run_command(trackd_with_db(db, "migrate"));
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    // Every cell is a 1/128 degree box that covers its point.
-    EXPECT_EQ(conn.query("SELECT count(*) || ',' || count(*) FILTER (WHERE ST_Covers(cell, geom) "
-                         "AND ST_XMax(cell) - ST_XMin(cell) = 1.0 / 128 "
-                         "AND ST_YMax(cell) - ST_YMin(cell) = 1.0 / 128) "
-                         "FROM trackd.vehicle_current_state")
+    // Every cell holds its point (V0016 stores the cell as its south-west corner).
+    EXPECT_EQ(conn.query("SELECT count(*) || ',' || count(*) FILTER (WHERE " +
+                         std::string(kCornerHoldsItsPoint) + ") FROM trackd.vehicle_current_state")
                   .at(0, 0),
               "88,88");
     EXPECT_EQ(conn.query("SELECT string_agg(c.relname, ',' ORDER BY c.relname) FROM pg_index x "
                          "JOIN pg_class c ON c.oid = x.indexrelid "
                          "WHERE x.indrelid = 'trackd.vehicle_current_state'::regclass")
                   .at(0, 0),
-              "vehicle_current_state_cell_spgist,vehicle_current_state_pkey");  // V0014
+              "vehicle_current_state_cell_corner_spgist,vehicle_current_state_pkey");  // V0016
     EXPECT_EQ(conn.query("SELECT reloptions::text FROM pg_class "
                          "WHERE oid = 'trackd.vehicle_current_state'::regclass")
                   .at(0, 0),
               "{fillfactor=20}");  // V0015
 
-    // Updated and HOT-updated rows of one statement: the backend's pending counters, read
-    // before and after it in its transaction.
     const auto hot_updates = [&](const std::string& update) {
-        const auto counters = [&] {
-            const auto c = conn.query(
-                "SELECT pg_stat_get_xact_tuples_updated(c.oid), "
-                "pg_stat_get_xact_tuples_hot_updated(c.oid) FROM pg_class c "
-                "WHERE c.oid = 'trackd.vehicle_current_state'::regclass");
-            return std::pair{std::stoll(c.at(0, 0)), std::stoll(c.at(0, 1))};
-        };
-        conn.exec_script("BEGIN");
-        const auto before = counters();
-        conn.exec_script(update);
-        const auto after = counters();
-        conn.exec_script("COMMIT");
-        return std::to_string(after.first - before.first) + "/" +
-               std::to_string(after.second - before.second);
+        return current_state_updates(conn, update);
     };
     // 0.29 lies in [37/128, 38/128): 0.2921 does too, 0.2969 does not.
     EXPECT_EQ(hot_updates("UPDATE trackd.vehicle_current_state SET geom = "
@@ -306,15 +317,16 @@ SELECT 'veh-' || n, '2026-12-01T00:00:00Z', ST_SetSRID(ST_MakePoint(x, y, 0), 43
                           "WHERE ST_X(geom) = 0.2921"),
               "1/0");
     conn.exec_script("SET enable_seqscan = off");
-    EXPECT_EQ(conn.query("SELECT count(*) FROM trackd.vehicle_current_state WHERE cell && "
-                         "ST_MakeEnvelope(0.295, 52.5, 0.298, 52.6, 4326) AND geom && "
-                         "ST_MakeEnvelope(0.295, 52.5, 0.298, 52.6, 4326)")
+    EXPECT_EQ(conn.query("SELECT count(*) FROM trackd.vehicle_current_state WHERE cell_corner && "
+                         "trackd.cell_corners_for(ST_MakeEnvelope(0.295, 52.5, 0.298, 52.6, "
+                         "4326)) AND geom && ST_MakeEnvelope(0.295, 52.5, 0.298, 52.6, 4326)")
                   .at(0, 0),
               "1");
-    EXPECT_NE(conn.query("EXPLAIN SELECT count(*) FROM trackd.vehicle_current_state WHERE cell && "
-                         "ST_MakeEnvelope(0.295, 52.5, 0.298, 52.6, 4326)")
+    EXPECT_NE(conn.query("EXPLAIN SELECT count(*) FROM trackd.vehicle_current_state WHERE "
+                         "cell_corner && trackd.cell_corners_for(ST_MakeEnvelope(0.295, 52.5, "
+                         "0.298, 52.6, 4326))")
                   .at(1, 0)
-                  .find("vehicle_current_state_cell_spgist"),
+                  .find("vehicle_current_state_cell_corner_spgist"),
               std::string::npos);
     r = run_command(trackd_with_db(db, "migrate"));
     ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -354,8 +366,7 @@ UPDATE pg_index SET indisvalid = false
               "vehicle_current_state_cell_gist:gist:true,vehicle_current_state_cell_spgist:spgist:"
               "false,vehicle_current_state_pkey:btree:true");
 
-    auto r = run_command(trackd_with_db(db, "migrate"));
-    ASSERT_EQ(r.exit_code, 0) << r.output;
+    apply_with_psql(db, 14, 14);  // V0016 replaces the cells by their corners: not here
     EXPECT_EQ(
         indexes(),
         "vehicle_current_state_cell_spgist:spgist:true,vehicle_current_state_pkey:btree:true");
@@ -382,9 +393,10 @@ UPDATE trackd.vehicle_current_state SET geom = ST_SetSRID(ST_MakePoint(13.1052, 
     for (int i = 0; i < plan.rows(); ++i) text += plan.at(i, 0) + "\n";
     EXPECT_NE(text.find("vehicle_current_state_cell_spgist"), std::string::npos) << text;
 
-    r = run_command(trackd_with_db(db, "migrate"));
-    ASSERT_EQ(r.exit_code, 0) << r.output;
-    EXPECT_NE(r.output.find("schema is up to date"), std::string::npos) << r.output;
+    apply_with_psql(db, 14, 14);  // twice: nothing changes
+    EXPECT_EQ(
+        indexes(),
+        "vehicle_current_state_cell_spgist:spgist:true,vehicle_current_state_pkey:btree:true");
 }
 
 // V0015 lowers the current state's fillfactor from 50 to 20, so that a page keeps room for
@@ -410,8 +422,7 @@ TEST(Migrations, V0015LeavesRoomForHotUpdatesWhilePruningWaits) {
             "FROM generate_series(1, 140) n");
     };
     insert("packed");
-    auto r = run_command(trackd_with_db(db, "migrate"));
-    ASSERT_EQ(r.exit_code, 0) << r.output;
+    apply_with_psql(db, 15, 15);  // V0016 rewrites the table (packing every row anew): not here
     EXPECT_EQ(conn.query("SELECT reloptions::text FROM pg_class "
                          "WHERE oid = 'trackd.vehicle_current_state'::regclass")
                   .at(0, 0),
@@ -431,33 +442,144 @@ TEST(Migrations, V0015LeavesRoomForHotUpdatesWhilePruningWaits) {
         "BEGIN ISOLATION LEVEL REPEATABLE READ; "
         "SELECT count(*) FROM trackd.vehicle_current_state");
     const auto hot_updates = [&](const std::string& prefix) {
-        const auto counters = [&] {
-            const auto c = conn.query(
-                "SELECT pg_stat_get_xact_tuples_updated(c.oid), "
-                "pg_stat_get_xact_tuples_hot_updated(c.oid) FROM pg_class c "
-                "WHERE c.oid = 'trackd.vehicle_current_state'::regclass");
-            return std::pair{std::stoll(c.at(0, 0)), std::stoll(c.at(0, 1))};
-        };
-        conn.exec_script("BEGIN");
-        const auto before = counters();
-        conn.exec_script(
+        return current_state_updates(
+            conn,
             "UPDATE trackd.vehicle_current_state SET geom = ST_Translate(geom, 1e-6, 0), "
             "last_updated = last_updated + interval '1 s' WHERE vehicle_id LIKE '" +
-            prefix + "-%'");
-        const auto after = counters();
-        conn.exec_script("COMMIT");
-        return std::pair{after.first - before.first, after.second - before.second};
+                prefix + "-%'");
     };
     for (int round = 1; round <= 2; ++round) {
-        EXPECT_EQ(hot_updates("spread"), (std::pair<long long, long long>{140, 140}))
-            << "round " << round;
+        EXPECT_EQ(hot_updates("spread"), "140/140") << "round " << round;
     }
     hot_updates("packed");
     const auto packed = hot_updates("packed");
-    EXPECT_EQ(packed.first, 140);
-    EXPECT_LT(packed.second, 70) << "HOT updates of rows packed at fillfactor 50, second round: "
-                                 << packed.second;
+    ASSERT_EQ(packed.substr(0, 4), "140/");
+    EXPECT_LT(std::stoi(packed.substr(4)), 70)
+        << "HOT updates of rows packed at fillfactor 50, second round: " << packed;
     reader.exec_script("COMMIT");
+}
+
+// V0016 stores each vehicle's grid cell as the cell's south-west corner (a point) instead of its
+// box. Rows stored under V0015 (on grid lines, either side of them, at the extremes, and 2,000
+// around 13 E, 52 N) keep their values and get the corner of their cell; boxes through the
+// corners' SP-GiST find exactly the vehicles that `geom && box` finds (a tiny box around each
+// vehicle, boxes with their edges on grid lines, others); an update within the cell stays HOT,
+// one into another cell is found there through the index.
+TEST(Migrations, V0016FindsEveryVehicleThroughTheCornerOfItsCell) {
+    TestDatabase db("mig_corner");
+    apply_with_psql(db, 15);
+    db::Connection conn(db.dsn(), "test");
+    conn.exec_script(R"SQL(
+INSERT INTO trackd.vehicle_current_state (vehicle_id, last_updated, geom, ingest_batch_id,
+  kafka_partition, kafka_offset)
+SELECT 'edge-' || n, '2026-12-01T00:00:00Z', ST_SetSRID(ST_MakePoint(x, y, 0), 4326), 1, 0, n
+  FROM (SELECT row_number() OVER () AS n, x, y
+          FROM unnest(ARRAY[-180, -179.9921875, -0.0078125, -1e-12, 0, 1e-12, 0.29, 13.37109375,
+                            13.371093750000002, 179.9999999, 180]) x,
+               unnest(ARRAY[-90, -45.5, -1e-12, 0, 0.29, 52.5078125, 89.99, 90]) y) p;
+INSERT INTO trackd.vehicle_current_state (vehicle_id, last_updated, geom, ingest_batch_id,
+  kafka_partition, kafka_offset)
+SELECT 'grid-' || n, '2026-12-01T00:00:00Z', ST_SetSRID(ST_MakePoint(13 + (n * 7919 % 2000) /
+       10000.0, 52 + (n * 104729 % 2000) / 10000.0, 0), 4326), 1, 1, n
+  FROM generate_series(1, 2000) n;
+)SQL");
+    const auto fingerprint = [&] {
+        return conn
+            .query(
+                "SELECT count(*) || ' ' || sum(hashtext(vehicle_id || ST_AsText(geom) || "
+                "kafka_offset || last_updated))::text FROM trackd.vehicle_current_state")
+            .at(0, 0);
+    };
+    const auto before = fingerprint();
+    auto r = run_command(trackd_with_db(db, "migrate"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(fingerprint(), before);
+    EXPECT_EQ(conn.query("SELECT string_agg(attname || ':' || format_type(atttypid, atttypmod), "
+                         "',' ORDER BY attname) FROM pg_attribute WHERE attrelid = "
+                         "'trackd.vehicle_current_state'::regclass AND attname LIKE 'cell%' "
+                         "AND NOT attisdropped")
+                  .at(0, 0),
+              "cell_corner:geometry(Point,4326)");
+    EXPECT_EQ(conn.query("SELECT count(*) || ',' || count(*) FILTER (WHERE " +
+                         std::string(kCornerHoldsItsPoint) + ") FROM trackd.vehicle_current_state")
+                  .at(0, 0),
+              "2088,2088");
+    EXPECT_EQ(conn.query("SELECT string_agg(c.relname || ':' || am.amname, ',' ORDER BY c.relname) "
+                         "FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid "
+                         "JOIN pg_am am ON am.oid = c.relam "
+                         "WHERE x.indrelid = 'trackd.vehicle_current_state'::regclass")
+                  .at(0, 0),
+              "vehicle_current_state_cell_corner_spgist:spgist,vehicle_current_state_pkey:btree");
+    EXPECT_EQ(conn.query("SELECT reloptions::text FROM pg_class "
+                         "WHERE oid = 'trackd.vehicle_current_state'::regclass")
+                  .at(0, 0),
+              "{fillfactor=20}");
+
+    conn.exec_script(R"SQL(
+CREATE TEMP TABLE boxes AS
+SELECT row_number() OVER () AS id, b FROM (
+  SELECT ST_Expand(ST_Force2D(geom), 1e-9) FROM trackd.vehicle_current_state
+  UNION ALL
+  SELECT ST_MakeEnvelope(13 + i / 128.0, 52 + j / 128.0, 13 + (i + k) / 128.0,
+                         52 + (j + k) / 128.0, 4326)
+    FROM generate_series(0, 24, 3) i, generate_series(0, 24, 3) j, generate_series(1, 3) k
+  UNION ALL
+  SELECT ST_MakeEnvelope(x, y, x + (n % 7 + 1) * 0.003, y + (n % 5 + 1) * 0.004, 4326)
+    FROM generate_series(1, 300) n,
+         LATERAL (SELECT 12.99 + (n * 37 % 220) / 1000.0 AS x, 51.99 + (n * 53 % 220) / 1000.0 AS y) p
+  UNION ALL
+  VALUES (ST_MakeEnvelope(-180, -90, -179.99, -89.99, 4326)),
+         (ST_MakeEnvelope(179.99, 89.99, 180, 90, 4326)),
+         (ST_MakeEnvelope(-0.001, -0.001, 0, 0, 4326))) q(b);
+)SQL");
+    const auto found = [&](const std::string& condition) {
+        return conn
+            .query(
+                "SELECT sum(n)::text || ' ' || count(*) FILTER (WHERE n = 0) || ' ' || "
+                "md5(string_agg(id || ':' || n, ',' ORDER BY id)) FROM (SELECT id, (SELECT "
+                "count(*) FROM trackd.vehicle_current_state v WHERE " +
+                condition + ") AS n FROM boxes) q")
+            .at(0, 0);
+    };
+    const std::string through_cells = "v.cell_corner && trackd.cell_corners_for(b) AND v.geom && b";
+    conn.exec_script("SET enable_seqscan = off");
+    const auto by_cells = found(through_cells);
+    const auto plan = conn.query(
+        "EXPLAIN SELECT id, (SELECT count(*) FROM trackd.vehicle_current_state v WHERE " +
+        through_cells + ") FROM boxes");
+    std::string text;
+    for (int i = 0; i < plan.rows(); ++i) text += plan.at(i, 0) + "\n";
+    EXPECT_NE(text.find("vehicle_current_state_cell_corner_spgist"), std::string::npos) << text;
+    conn.exec_script(
+        "SET enable_seqscan = on; SET enable_indexscan = off; SET enable_bitmapscan = off");
+    const auto by_scan = found("v.geom && b");
+    EXPECT_EQ(by_cells, by_scan);
+    // Every tiny box finds its vehicle at least: only grid and other boxes can be empty.
+    EXPECT_EQ(conn.query("SELECT count(*) FROM boxes WHERE id <= 2088 AND NOT EXISTS (SELECT 1 "
+                         "FROM trackd.vehicle_current_state v WHERE v.geom && b)")
+                  .at(0, 0),
+              "0");
+    conn.exec_script("RESET enable_seqscan; RESET enable_indexscan; RESET enable_bitmapscan");
+
+    // 0.29 lies in [37/128, 38/128): 0.2921 does too, 0.2969 does not.
+    EXPECT_EQ(current_state_updates(conn,
+                                    "UPDATE trackd.vehicle_current_state SET geom = "
+                                    "ST_SetSRID(ST_MakePoint(0.2921, 52.5078126, 0), 4326), "
+                                    "last_updated = last_updated + interval '1 s' "
+                                    "WHERE ST_X(geom) = 0.29 AND ST_Y(geom) = 52.5078125"),
+              "1/1");
+    EXPECT_EQ(current_state_updates(conn,
+                                    "UPDATE trackd.vehicle_current_state SET geom = "
+                                    "ST_SetSRID(ST_MakePoint(0.2969, 52.5078126, 0), 4326) "
+                                    "WHERE ST_X(geom) = 0.2921"),
+              "1/0");
+    conn.exec_script("SET enable_seqscan = off");
+    EXPECT_EQ(conn.query("SELECT string_agg(ST_X(geom)::text, ',') FROM "
+                         "trackd.vehicle_current_state WHERE cell_corner && "
+                         "trackd.cell_corners_for(ST_MakeEnvelope(0.295, 52.5, 0.298, 52.6, "
+                         "4326)) AND geom && ST_MakeEnvelope(0.295, 52.5, 0.298, 52.6, 4326)")
+                  .at(0, 0),
+              "0.2969");
 
     r = run_command(trackd_with_db(db, "migrate"));
     ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -494,8 +616,8 @@ SELECT 'veh-' || n, '2026-12-01T00:00:00Z'::timestamptz + n * interval '1 ms',
         return conn
             .query(
                 "SELECT count(*) FROM pg_attribute WHERE attrelid = "
-                "'trackd.vehicle_current_state'::regclass AND attname = 'cell' AND NOT "
-                "attisdropped")
+                "'trackd.vehicle_current_state'::regclass AND attname IN ('cell', 'cell_corner') "
+                "AND NOT attisdropped")
             .at(0, 0);
     };
     const auto before = fingerprint();
@@ -540,8 +662,8 @@ SELECT 'veh-' || n, '2026-12-01T00:00:00Z'::timestamptz + n * interval '1 ms',
     EXPECT_EQ(version(), std::to_string(db::expected_schema_version()));
     EXPECT_EQ(has_cell(), "1");
     EXPECT_EQ(fingerprint(), before);
-    EXPECT_EQ(conn.query("SELECT count(*) FROM trackd.vehicle_current_state "
-                         "WHERE NOT ST_Covers(cell, geom)")
+    EXPECT_EQ(conn.query("SELECT count(*) FROM trackd.vehicle_current_state WHERE NOT " +
+                         std::string(kCornerHoldsItsPoint))
                   .at(0, 0),
               "0");
 }
