@@ -154,10 +154,10 @@ Response GeofenceService::vehicles(const Request& req, const std::string& zone_n
     }
     // Inside = covered by the zone, boundary included (ST_Covers), answered from the SP-GiST on
     // the corners of the vehicles' grid cells (V0011, V0016: the cells reaching into the zone's
-    // bounding box hold every vehicle inside it). Outside pages
-    // through vehicles in id order and measures only the page: the geodesic distance to the
-    // zone, on the spheroid. The first page has no `after` condition: in a generic plan
-    // "vehicle_id > $2" would be planned as a range over the whole key.
+    // bounding box hold every vehicle inside it). Outside pages through vehicles in id order and
+    // measures only the page: the geodesic distance to the zone, on the spheroid. The first page
+    // has no `after` condition: in a generic plan "vehicle_id > $2" would be planned as a range
+    // over the whole key.
     const bool is_inside = state == "inside";
     SqlBuilder sql(std::string("SELECT ") + kVehicleColumns);
     if (is_inside) {
