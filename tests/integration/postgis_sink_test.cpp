@@ -132,10 +132,21 @@ TEST_F(PostgisSinkTest, AReplayedDeadLetterIsANoOp) {
         db::Connection conn(db_.dsn(), "test");
         conn.exec_script("UPDATE trackd.kafka_offsets SET next_offset = 1");
     }
-    const auto r = sink.commit(make_batch({}, {1, 2}), {{0, Fence{1, 1}}});
+    // With one refused for the first time beside them: offsets 1 and 2 keep their first rows,
+    // offset 3 is stored with this batch.
+    const auto first_batch = value("SELECT min(ingest_batch_id) FROM trackd.dead_letters");
+    const auto r = sink.commit(make_batch({}, {1, 2, 3}), {{0, Fence{1, 1}}});
     EXPECT_TRUE(r.fenced.empty());
-    EXPECT_EQ(value("SELECT count(*) FROM trackd.dead_letters"), "2");
-    EXPECT_EQ(value("SELECT next_offset FROM trackd.kafka_offsets"), "3");
+    EXPECT_EQ(value("SELECT count(*) FROM trackd.dead_letters"), "3");
+    EXPECT_EQ(value("SELECT string_agg(kafka_offset::text, ',' ORDER BY kafka_offset) FROM "
+                    "trackd.dead_letters WHERE ingest_batch_id = " +
+                    first_batch),
+              "1,2");
+    EXPECT_EQ(value("SELECT count(*) FROM trackd.dead_letters WHERE kafka_offset = 3 AND "
+                    "ingest_batch_id = " +
+                    std::to_string(r.ingest_batch_id)),
+              "1");
+    EXPECT_EQ(value("SELECT next_offset FROM trackd.kafka_offsets"), "4");
 }
 
 TEST_F(PostgisSinkTest, EqualTimesInTheCurrentStateGoToTheLaterOffset) {
