@@ -113,6 +113,10 @@ struct SchemaIds {
     std::uint32_t unknown = 0;    // never registered
 };
 
+// How long a test waits for the real registry's answer: its first requests after start-up (a
+// JVM warming up) took over 5 s in a CI run on two loaded cores.
+constexpr std::chrono::seconds kRegistryAnswer{30};
+
 SchemaIds register_schemas(const std::string& subject_prefix) {
     const Registry reg;
     const fs::path schemas = fs::path(TRACKD_SOURCE_DIR) / "tests/fixtures/protobuf/schemas";
@@ -247,12 +251,12 @@ TEST(RegistryClient, FetchesFromTheRealRegistry) {
     k.format = "protobuf";
     k.schema_registry_url = registry_url();
     const auto endpoint = registry::endpoint_of(k);
-    const auto found = registry::get_schema(endpoint, ids.position, std::chrono::seconds(5));
+    const auto found = registry::get_schema(endpoint, ids.position, kRegistryAnswer);
     ASSERT_EQ(found.status, 200) << found.body;
     decode::ProtobufDecoder d(64 * 1024, true);
     d.add_schema(ids.position, found.body);
     d.add_schema(ids.float_lat,
-                 registry::get_schema(endpoint, ids.float_lat, std::chrono::seconds(5)).body);
+                 registry::get_schema(endpoint, ids.float_lat, kRegistryAnswer).body);
     const auto message = load_protobuf_fixture(fs::path(TRACKD_SOURCE_DIR) /
                                                "tests/fixtures/protobuf/valid/lat_lon.txtpb")
                              .messages.at(0);
@@ -264,7 +268,7 @@ TEST(RegistryClient, FetchesFromTheRealRegistry) {
               "schema id " + std::to_string(ids.float_lat) +
                   ": message fleet.v2.Fix: field 3 is float latitude, but trackd reads field 3 "
                   "(double latitude)");
-    const auto unknown = registry::get_schema(endpoint, ids.unknown, std::chrono::seconds(5));
+    const auto unknown = registry::get_schema(endpoint, ids.unknown, kRegistryAnswer);
     EXPECT_EQ(unknown.status, 404);
     EXPECT_NE(unknown.body.find("40403"), std::string::npos) << unknown.body;
 
@@ -305,15 +309,15 @@ TEST(RegistryClient, HttpsChecksTheRegistrysCertificate) {
 
     const auto endpoint = registry::endpoint_of(kafka_for(*good, tls.ca.ca_file()));
     EXPECT_EQ(endpoint.scheme, "https");
-    const auto found = registry::get_schema(endpoint, ids.position, std::chrono::seconds(5));
+    const auto found = registry::get_schema(endpoint, ids.position, kRegistryAnswer);
     ASSERT_EQ(found.status, 200) << found.body << good->text();
     config::KafkaConfig plain;
     plain.format = "protobuf";
     plain.schema_registry_url = registry_url();
-    EXPECT_EQ(found.body, registry::get_schema(registry::endpoint_of(plain), ids.position,
-                                               std::chrono::seconds(5))
-                              .body);
-    EXPECT_EQ(registry::get_schema(endpoint, ids.unknown, std::chrono::seconds(5)).status, 404);
+    EXPECT_EQ(
+        found.body,
+        registry::get_schema(registry::endpoint_of(plain), ids.position, kRegistryAnswer).body);
+    EXPECT_EQ(registry::get_schema(endpoint, ids.unknown, kRegistryAnswer).status, 404);
 
     const auto refused = [&](const HttpFront& f, const std::string& ca_file,
                              const std::string& reason) {
