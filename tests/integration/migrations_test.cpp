@@ -61,6 +61,47 @@ std::string current_state_updates(db::Connection& conn, const std::string& updat
            std::to_string(after.second - before.second);
 }
 
+// Vehicles on grid lines (k/128), just either side of them and at the extremes, in the current
+// state: 88 rows named `prefix` and a number, of Kafka partition 0.
+void insert_edge_vehicles(db::Connection& conn, const std::string& prefix) {
+    conn.query(R"SQL(
+INSERT INTO trackd.vehicle_current_state (vehicle_id, last_updated, geom, ingest_batch_id,
+  kafka_partition, kafka_offset)
+SELECT $1::text || n, '2026-12-01T00:00:00Z', ST_SetSRID(ST_MakePoint(x, y, 0), 4326), 1, 0, n
+  FROM (SELECT row_number() OVER () AS n, x, y
+          FROM unnest(ARRAY[-180, -179.9921875, -0.0078125, -1e-12, 0, 1e-12, 0.29, 13.37109375,
+                            13.371093750000002, 179.9999999, 180]) x,
+               unnest(ARRAY[-90, -45.5, -1e-12, 0, 0.29, 52.5078125, 89.99, 90]) y) p
+)SQL",
+               {prefix});
+}
+
+// The current state's rows as a count and a hash of id, position, offset and time.
+std::string current_state_fingerprint(db::Connection& conn) {
+    return conn
+        .query(
+            "SELECT count(*) || ' ' || sum(hashtext(vehicle_id || ST_AsText(geom) || "
+            "kafka_offset || last_updated))::text FROM trackd.vehicle_current_state")
+        .at(0, 0);
+}
+
+// On insert_edge_vehicles' rows: the vehicle at 0.29 E moves within its cell (a HOT update),
+// then into the next cell (not HOT: a new index entry).
+void expect_hot_within_the_cell_and_not_across(db::Connection& conn) {
+    // 0.29 lies in [37/128, 38/128): 0.2921 does too, 0.2969 does not.
+    EXPECT_EQ(current_state_updates(conn,
+                                    "UPDATE trackd.vehicle_current_state SET geom = "
+                                    "ST_SetSRID(ST_MakePoint(0.2921, 52.5078126, 0), 4326), "
+                                    "last_updated = last_updated + interval '1 s' "
+                                    "WHERE ST_X(geom) = 0.29 AND ST_Y(geom) = 52.5078125"),
+              "1/1");
+    EXPECT_EQ(current_state_updates(conn,
+                                    "UPDATE trackd.vehicle_current_state SET geom = "
+                                    "ST_SetSRID(ST_MakePoint(0.2969, 52.5078126, 0), 4326) "
+                                    "WHERE ST_X(geom) = 0.2921"),
+              "1/0");
+}
+
 // The row's cell_corner is the south-west corner of the 1/128 degree grid cell holding its geom
 // (V0016), as an SQL condition.
 constexpr const char* kCornerHoldsItsPoint =
@@ -276,16 +317,7 @@ TEST(Migrations, V0011MakesCurrentStateUpdatesInTheSameCellHot) {
     TestDatabase db("mig_cell");
     apply_with_psql(db, 10);
     db::Connection conn(db.dsn(), "test");
-    // Points on grid lines (k/128), just either side of them, and the extremes.
-    conn.exec_script(R"SQL(
-INSERT INTO trackd.vehicle_current_state (vehicle_id, last_updated, geom, ingest_batch_id,
-  kafka_partition, kafka_offset)
-SELECT 'veh-' || n, '2026-12-01T00:00:00Z', ST_SetSRID(ST_MakePoint(x, y, 0), 4326), 1, 0, n
-  FROM (SELECT row_number() OVER () AS n, x, y
-          FROM unnest(ARRAY[-180, -179.9921875, -0.0078125, -1e-12, 0, 1e-12, 0.29, 13.37109375,
-                            13.371093750000002, 179.9999999, 180]) x,
-               unnest(ARRAY[-90, -45.5, -1e-12, 0, 0.29, 52.5078125, 89.99, 90]) y) p;
-)SQL");
+    insert_edge_vehicles(conn, "veh-");
     auto r = run_command(trackd_with_db(db, "migrate"));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     // Every cell holds its point (V0016 stores the cell as its south-west corner).
@@ -303,19 +335,7 @@ SELECT 'veh-' || n, '2026-12-01T00:00:00Z', ST_SetSRID(ST_MakePoint(x, y, 0), 43
                   .at(0, 0),
               "{fillfactor=20}");  // V0015
 
-    const auto hot_updates = [&](const std::string& update) {
-        return current_state_updates(conn, update);
-    };
-    // 0.29 lies in [37/128, 38/128): 0.2921 does too, 0.2969 does not.
-    EXPECT_EQ(hot_updates("UPDATE trackd.vehicle_current_state SET geom = "
-                          "ST_SetSRID(ST_MakePoint(0.2921, 52.5078126, 0), 4326), "
-                          "last_updated = last_updated + interval '1 s' "
-                          "WHERE ST_X(geom) = 0.29 AND ST_Y(geom) = 52.5078125"),
-              "1/1");
-    EXPECT_EQ(hot_updates("UPDATE trackd.vehicle_current_state SET geom = "
-                          "ST_SetSRID(ST_MakePoint(0.2969, 52.5078126, 0), 4326) "
-                          "WHERE ST_X(geom) = 0.2921"),
-              "1/0");
+    expect_hot_within_the_cell_and_not_across(conn);
     conn.exec_script("SET enable_seqscan = off");
     EXPECT_EQ(conn.query("SELECT count(*) FROM trackd.vehicle_current_state WHERE cell_corner && "
                          "trackd.cell_corners_for(ST_MakeEnvelope(0.295, 52.5, 0.298, 52.6, "
@@ -469,27 +489,15 @@ TEST(Migrations, V0016FindsEveryVehicleThroughTheCornerOfItsCell) {
     TestDatabase db("mig_corner");
     apply_with_psql(db, 15);
     db::Connection conn(db.dsn(), "test");
+    insert_edge_vehicles(conn, "edge-");
     conn.exec_script(R"SQL(
-INSERT INTO trackd.vehicle_current_state (vehicle_id, last_updated, geom, ingest_batch_id,
-  kafka_partition, kafka_offset)
-SELECT 'edge-' || n, '2026-12-01T00:00:00Z', ST_SetSRID(ST_MakePoint(x, y, 0), 4326), 1, 0, n
-  FROM (SELECT row_number() OVER () AS n, x, y
-          FROM unnest(ARRAY[-180, -179.9921875, -0.0078125, -1e-12, 0, 1e-12, 0.29, 13.37109375,
-                            13.371093750000002, 179.9999999, 180]) x,
-               unnest(ARRAY[-90, -45.5, -1e-12, 0, 0.29, 52.5078125, 89.99, 90]) y) p;
 INSERT INTO trackd.vehicle_current_state (vehicle_id, last_updated, geom, ingest_batch_id,
   kafka_partition, kafka_offset)
 SELECT 'grid-' || n, '2026-12-01T00:00:00Z', ST_SetSRID(ST_MakePoint(13 + (n * 7919 % 2000) /
        10000.0, 52 + (n * 104729 % 2000) / 10000.0, 0), 4326), 1, 1, n
   FROM generate_series(1, 2000) n;
 )SQL");
-    const auto fingerprint = [&] {
-        return conn
-            .query(
-                "SELECT count(*) || ' ' || sum(hashtext(vehicle_id || ST_AsText(geom) || "
-                "kafka_offset || last_updated))::text FROM trackd.vehicle_current_state")
-            .at(0, 0);
-    };
+    const auto fingerprint = [&] { return current_state_fingerprint(conn); };
     const auto before = fingerprint();
     auto r = run_command(trackd_with_db(db, "migrate"));
     ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -561,18 +569,7 @@ SELECT row_number() OVER () AS id, b FROM (
               "0");
     conn.exec_script("RESET enable_seqscan; RESET enable_indexscan; RESET enable_bitmapscan");
 
-    // 0.29 lies in [37/128, 38/128): 0.2921 does too, 0.2969 does not.
-    EXPECT_EQ(current_state_updates(conn,
-                                    "UPDATE trackd.vehicle_current_state SET geom = "
-                                    "ST_SetSRID(ST_MakePoint(0.2921, 52.5078126, 0), 4326), "
-                                    "last_updated = last_updated + interval '1 s' "
-                                    "WHERE ST_X(geom) = 0.29 AND ST_Y(geom) = 52.5078125"),
-              "1/1");
-    EXPECT_EQ(current_state_updates(conn,
-                                    "UPDATE trackd.vehicle_current_state SET geom = "
-                                    "ST_SetSRID(ST_MakePoint(0.2969, 52.5078126, 0), 4326) "
-                                    "WHERE ST_X(geom) = 0.2921"),
-              "1/0");
+    expect_hot_within_the_cell_and_not_across(conn);
     conn.exec_script("SET enable_seqscan = off");
     EXPECT_EQ(conn.query("SELECT string_agg(ST_X(geom)::text, ',') FROM "
                          "trackd.vehicle_current_state WHERE cell_corner && "
@@ -602,13 +599,7 @@ SELECT 'veh-' || n, '2026-12-01T00:00:00Z'::timestamptz + n * interval '1 ms',
        ST_SetSRID(ST_MakePoint(5 + (n % 1000) * 0.01, 45 + (n / 1000) * 0.03, 0), 4326), 1, 0, n
   FROM generate_series(1, 300000) n;
 )SQL");
-    const auto fingerprint = [&] {
-        return conn
-            .query(
-                "SELECT count(*) || ' ' || sum(hashtext(vehicle_id || ST_AsText(geom) || "
-                "kafka_offset || last_updated))::text FROM trackd.vehicle_current_state")
-            .at(0, 0);
-    };
+    const auto fingerprint = [&] { return current_state_fingerprint(conn); };
     const auto version = [&] {
         return conn.query("SELECT max(version)::text FROM trackd.schema_migrations").at(0, 0);
     };
