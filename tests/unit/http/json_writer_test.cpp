@@ -1,10 +1,15 @@
 // The JSON writer: escaping and number formatting.
 #include "json_writer.hpp"
 
+#include <bit>
+#include <cmath>
 #include <cstdint>
 #include <limits>
+#include <random>
 #include <stdexcept>
+#include <string>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 namespace trackd::http {
@@ -31,6 +36,35 @@ TEST(JsonWriter, FloatsInTheirShortestExactText) {
     w.value(1e300).value(std::numeric_limits<float>::infinity()).value(INT64_MIN);
     w.end_array();
     EXPECT_EQ(w.str(), "[12.3,0.1,1e-05,13.404954,-0,1e+300,null,-9223372036854775808]");
+}
+
+// trackd writes floats from Dragonbox's digits itself; the text is fmt's "{}" (what earlier
+// versions sent, and what the tests and clients saw), on the notation's edges and on random bit
+// patterns of both widths.
+TEST(JsonWriter, FloatsAreWrittenAsFmtWritesThem) {
+    const auto expect_as_fmt = [](auto v) {
+        if (!std::isfinite(v)) return;  // null, above
+        std::string ours;
+        append_json_number(ours, v);
+        ASSERT_EQ(ours, fmt::format("{}", v)) << "bits " << std::bit_cast<std::uint64_t>(double(v));
+    };
+    for (const double d :
+         {1.0, 10.0, 1e15, 9.999999999999998e15, 1e16, 1.5e16, 123456789012345680.0, 1e-4, 1.5e-4,
+          9.99e-5, 1e-5, 0.001234, 12.34, 5e-324, 2.2250738585072014e-308, 1.7976931348623157e308,
+          47.75888165437984, -9.908273243213019, -0.0}) {
+        expect_as_fmt(d);
+        expect_as_fmt(static_cast<float>(d));
+    }
+    std::mt19937_64 rng(20261205);
+    for (int i = 0; i < 200000; ++i) {
+        const auto bits = rng();
+        const auto d = std::bit_cast<double>(bits);
+        const auto f = std::bit_cast<float>(static_cast<std::uint32_t>(bits));
+        expect_as_fmt(d);
+        expect_as_fmt(f);
+        expect_as_fmt(static_cast<double>(bits % 100000000) / 1e6);  // coordinates and speeds
+        expect_as_fmt(static_cast<float>(bits % 100000) / 100.0F);
+    }
 }
 
 TEST(JsonWriter, CommasAtEveryDepthAndKeysThatNeedEscaping) {
