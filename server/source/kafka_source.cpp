@@ -201,8 +201,11 @@ void KafkaSource::handle_rebalance(int err, void* raw) {
             list->elems[i].offset =
                 stored ? *it->second
                        : (start_at_end_ ? RD_KAFKA_OFFSET_END : RD_KAFKA_OFFSET_BEGINNING);
-            start_offsets_[list->elems[i].partition] = list->elems[i].offset;
             if (stored) awaiting_first_[list->elems[i].partition] = *it->second;
+        }
+        resolve_log_edges(list);
+        for (int i = 0; i < list->cnt; ++i) {
+            start_offsets_[list->elems[i].partition] = list->elems[i].offset;
         }
         core::log::info("partitions assigned", {{"partitions", join(parts)}});
         if (cooperative) {
@@ -238,13 +241,55 @@ void KafkaSource::handle_rebalance(int err, void* raw) {
     }
 }
 
+// Partitions with no stored offset start at the log's start (or end, kafka.properties'
+// auto.offset.reset = latest). Their exact offsets are asked of the broker here, all in one
+// request, instead of handing librdkafka the logical BEGINNING/END: librdkafka 2.0 looks a
+// logical offset up only once it knows the partition's leader, and right after the group's
+// assignment it does not yet, so it retried after 500 ms. That was half of a new group's time
+// from launch to its first batch (bench/RESULTS.md, 2026-12-05). Without an answer the logical
+// offsets stay, as before.
+void KafkaSource::resolve_log_edges(rd_kafka_topic_partition_list_s* list) {
+    rd_kafka_topic_partition_list_t* query = rd_kafka_topic_partition_list_new(list->cnt);
+    const std::unique_ptr<rd_kafka_topic_partition_list_t,
+                          decltype(&rd_kafka_topic_partition_list_destroy)>
+        owned(query, &rd_kafka_topic_partition_list_destroy);
+    for (int i = 0; i < list->cnt; ++i) {
+        const auto offset = list->elems[i].offset;
+        if (offset != RD_KAFKA_OFFSET_BEGINNING && offset != RD_KAFKA_OFFSET_END) continue;
+        // A ListOffsets "timestamp" of -2 / -1 asks for the earliest / latest offset.
+        rd_kafka_topic_partition_list_add(query, list->elems[i].topic, list->elems[i].partition)
+            ->offset = offset;
+    }
+    if (query->cnt == 0) return;
+    const auto rc = rd_kafka_offsets_for_times(rk_, query, kLogStartQueryTimeoutMs);
+    if (rc != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        core::log::info("partitions without a stored offset start at librdkafka's lookup",
+                        {{"error", rd_kafka_err2str(rc)}});
+        return;
+    }
+    for (int i = 0; i < query->cnt; ++i) {
+        const auto& answer = query->elems[i];
+        if (answer.err != RD_KAFKA_RESP_ERR_NO_ERROR || answer.offset < 0) continue;
+        for (int j = 0; j < list->cnt; ++j) {
+            if (list->elems[j].partition == answer.partition) list->elems[j].offset = answer.offset;
+        }
+    }
+}
+
 std::optional<Message> KafkaSource::poll(std::chrono::milliseconds timeout) {
     release_message();
-    if (const auto now = std::chrono::steady_clock::now(); now >= next_lag_refresh_) {
-        next_lag_refresh_ = now + std::chrono::seconds(1);
-        refresh_lag();
+    // The lag is refreshed every second; the clock is read after an empty poll and every 1,024
+    // messages (at 100,000 messages/s, every 10 ms): read on every poll, it was 2% of the poll
+    // thread's CPU.
+    if (++polls_since_clock_ >= 1024) {
+        polls_since_clock_ = 0;
+        if (const auto now = std::chrono::steady_clock::now(); now >= next_lag_refresh_) {
+            next_lag_refresh_ = now + std::chrono::seconds(1);
+            refresh_lag();
+        }
     }
     rd_kafka_message_t* m = rd_kafka_consumer_poll(rk_, static_cast<int>(timeout.count()));
+    if (m == nullptr) polls_since_clock_ = 1024;
     if (callback_error_) {
         if (m != nullptr) rd_kafka_message_destroy(m);
         std::rethrow_exception(std::exchange(callback_error_, nullptr));

@@ -24,6 +24,7 @@
 
 struct rd_kafka_s;
 struct rd_kafka_message_s;
+struct rd_kafka_topic_partition_list_s;
 
 namespace trackd::source {
 
@@ -55,6 +56,7 @@ class KafkaSource final : public Source {
     void on_rebalance(int err, void* raw);
     void handle_rebalance(int err, void* raw);
     void check_start(std::int32_t partition, std::int64_t offset);
+    void resolve_log_edges(rd_kafka_topic_partition_list_s* list);
     void release_message();
     void refresh_lag();
     void forget_lag(const std::vector<std::int32_t>& partitions);
@@ -78,7 +80,7 @@ class KafkaSource final : public Source {
         std::int64_t lag = 0;
     };
     std::map<std::int32_t, std::deque<LagSample>> lag_samples_;
-    std::map<std::int32_t, std::int64_t> start_offsets_;  // as assigned (may be logical)
+    std::map<std::int32_t, std::int64_t> start_offsets_;  // as assigned (logical if unresolved)
     // Partitions assigned at a stored offset whose first message has not come yet.
     std::map<std::int32_t, std::int64_t> awaiting_first_;
     // Messages librdkafka delivers again within an assignment are dropped (see the type).
@@ -87,6 +89,7 @@ class KafkaSource final : public Source {
     // An exception of the owner's rebalance callbacks, rethrown by poll().
     std::exception_ptr callback_error_;
     std::chrono::steady_clock::time_point next_lag_refresh_{};
+    int polls_since_clock_ = 1024;  // the first poll reads the clock
 };
 
 }  // namespace trackd::source

@@ -47,6 +47,18 @@ class MockCluster {
         rd_kafka_flush(producer_, 10000);
     }
     ~MockCluster() { rd_kafka_destroy(producer_); }
+
+    // Appends messages `from`..`to`-1 to partition `p` ("m<p>-<n>", as above).
+    void produce(int p, int from, int to) {
+        rd_kafka_topic_t* topic = rd_kafka_topic_new(producer_, "positions", nullptr);
+        for (int i = from; i < to; ++i) {
+            std::string v = "m" + std::to_string(p) + "-" + std::to_string(i);
+            rd_kafka_produce(topic, p, RD_KAFKA_MSG_F_COPY, v.data(), v.size(), nullptr, 0,
+                             nullptr);
+        }
+        rd_kafka_topic_destroy(topic);
+        rd_kafka_flush(producer_, 10000);
+    }
     MockCluster(const MockCluster&) = delete;
     MockCluster& operator=(const MockCluster&) = delete;
 
@@ -106,6 +118,33 @@ TEST(KafkaSource, StartsEachPartitionWhereItsOwnerSaysAndRevokesOnClose) {
     EXPECT_EQ(read[1], (std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
     source.close();
     EXPECT_EQ(owner.revoked, (std::set<std::int32_t>{0, 1}));
+}
+
+// With auto.offset.reset = latest a partition with nothing stored starts at its end, which the
+// source asks the broker for at assignment: only what is produced afterwards is read.
+TEST(KafkaSource, WithNothingStoredAndLatestItStartsAtTheEnd) {
+    MockCluster cluster;
+    auto config = cluster.config();
+    config.properties["auto.offset.reset"] = "latest";
+    RecordingOwner owner;
+    owner.starts = {{0, std::nullopt}, {1, std::nullopt}};
+    source::KafkaSource source(config, owner);
+    const auto until = std::chrono::steady_clock::now() + 30s;
+    while (owner.assigned.size() < 2 && std::chrono::steady_clock::now() < until) {
+        EXPECT_FALSE(source.poll(100ms).has_value());
+    }
+    ASSERT_EQ(owner.assigned, (std::set<std::int32_t>{0, 1}));
+    cluster.produce(1, 10, 13);
+    std::vector<std::int64_t> read;
+    while (read.size() < 3 && std::chrono::steady_clock::now() < until) {
+        if (auto m = source.poll(100ms)) {
+            EXPECT_EQ(m->partition, 1);
+            EXPECT_EQ(m->payload, "m1-" + std::to_string(m->offset));
+            read.push_back(m->offset);
+        }
+    }
+    EXPECT_EQ(read, (std::vector<std::int64_t>{10, 11, 12}));
+    source.close();
 }
 
 TEST(KafkaSource, PausedItReadsNothingAndResumedItGoesOn) {
