@@ -24,7 +24,9 @@ api_prepare() {
     command -v "$tool" >/dev/null || { echo "$name bench: $tool missing (bash scripts/setup.sh)" >&2; exit 1; }
   done
   [[ -x "$api_trackd" ]] || { echo "$name bench: build first: cmake --preset release && cmake --build --preset release" >&2; exit 1; }
-  bash "$api_repo/scripts/services.sh" start >/dev/null
+  # The local services without the streaming replica (bench/lib.sh): left running, its WAL replay
+  # took up to 0.4 of a core from the ingest benchmarks run after this one.
+  bench_services
   api_load="$(cut -d' ' -f1-3 /proc/loadavg)"
   api_work="$(mktemp -d)"
   trap api_cleanup EXIT
