@@ -149,6 +149,25 @@ TEST_F(PostgisSinkTest, AReplayedDeadLetterIsANoOp) {
     EXPECT_EQ(value("SELECT next_offset FROM trackd.kafka_offsets"), "4");
 }
 
+// An oversized message's payload is stored whole, byte for byte, compressed with lz4 (the
+// staging table's method, which the INSERT keeps) where the server has it, as the CI's does.
+TEST_F(PostgisSinkTest, AnOversizedPayloadIsStoredWholeAndCompressedWithLz4) {
+    PostgisSink sink(config_, "trackd ingest test");
+    sink.claim({0});
+    auto b = make_batch({0}, {});
+    std::string payload = R"({"vehicle_id":"v1","padding":")" + std::string(70000, 'x') + R"("})";
+    b.dead_letters.push_back(
+        batch::DeadLetter{0, 1, core::Reason::payload_too_large, "too large", payload});
+    b.next_offsets[0] = 2;
+    ASSERT_TRUE(sink.commit(b, {{0, Fence{1, -1}}}).fenced.empty());
+    EXPECT_EQ(value("SELECT length(raw_payload) FROM trackd.dead_letters"),
+              std::to_string(payload.size()));
+    EXPECT_EQ(value("SELECT md5(raw_payload) FROM trackd.dead_letters"),
+              value("SELECT md5(convert_to('" + payload + "', 'UTF8'))"));
+    EXPECT_EQ(value("SELECT pg_column_compression(raw_payload) FROM trackd.dead_letters"), "lz4");
+    EXPECT_EQ(value("SELECT reason_code FROM trackd.dead_letters"), "payload_too_large");
+}
+
 TEST_F(PostgisSinkTest, EqualTimesInTheCurrentStateGoToTheLaterOffset) {
     PostgisSink sink(config_, "trackd ingest test");
     sink.claim({0});

@@ -223,7 +223,15 @@ void PostgisSink::prepare_session(db::Connection& conn) {
         // a replayed refused message a no-op (COPY cannot skip a conflicting row).
         "CREATE TEMP TABLE IF NOT EXISTS dead_letter_stage (topic text, kafka_partition int, "
         "kafka_offset bigint, reason_code text, detail text, raw_payload bytea, "
-        "ingest_batch_id bigint) ON COMMIT DELETE ROWS;");
+        "ingest_batch_id bigint) ON COMMIT DELETE ROWS;"
+        // Payloads over 2 kB are compressed as they are staged, and the INSERT into
+        // trackd.dead_letters keeps them as compressed: with lz4 instead of the default pglz
+        // that took 22 ms instead of 205 for 15,000 dead letters of which 500 were oversized
+        // messages (64 kB each; bench/RESULTS.md 2026-12-05). A server built without lz4 keeps
+        // pglz. Either way the stored bytes read back the same.
+        "DO $lz4$ BEGIN "
+        "ALTER TABLE pg_temp.dead_letter_stage ALTER COLUMN raw_payload SET COMPRESSION lz4; "
+        "EXCEPTION WHEN feature_not_supported THEN NULL; END $lz4$;");
     prepare_geofence_session(conn);
 }
 
