@@ -290,5 +290,38 @@ TEST(Delivery, AWriterFrozenInsideACopyLosesItsLocksAndItsPartitions) {
                 seconds);
 }
 
+// A stop whose leave of the consumer group never finishes (librdkafka 2.0.2 can hang in
+// rd_kafka_consumer_close() right after an assignment; the pause point stops the close the same
+// way): trackd still exits, cleanly, within its bound, with everything committed, and says so.
+// The next instance is given the partitions once the group has timed the first one out.
+TEST(Delivery, AStopWhoseGroupLeaveHangsEndsWithinItsBound) {
+    IngestHarness h("closehang", 2);
+    h.produce(50, 500);
+    const auto manifest = load_manifest(h.manifest_path());
+    const std::string log_a = h.dir() + "/a.log";
+    auto a = h.start_trackd({{"TRACKD_TEST_INGEST_PAUSE_AT", "in-consumer-close"}}, log_a);
+    ASSERT_TRUE(h.wait_drained(500, std::chrono::seconds(120))) << IngestHarness::read_file(log_a);
+    a->kill(SIGTERM);
+    ASSERT_TRUE(a->wait_for(std::chrono::seconds(30)))
+        << "trackd did not stop within 30 s of SIGTERM\n"
+        << IngestHarness::read_file(log_a);
+    EXPECT_EQ(a->exit_code(), 0) << IngestHarness::read_file(log_a);
+    const auto log = IngestHarness::read_file(log_a);
+    EXPECT_NE(log.find("paused at in-consumer-close"), std::string::npos) << log;
+    EXPECT_NE(log.find("leaving the consumer group did not finish in time"), std::string::npos)
+        << log;
+    EXPECT_NE(log.find("trackd stopped"), std::string::npos) << log;
+    h.check_accounting(manifest);
+
+    const std::string log_b = h.dir() + "/b.log";
+    auto b = h.start_trackd({}, log_b);
+    EXPECT_TRUE(wait_for_text(log_b, "partitions assigned", std::chrono::seconds(60)))
+        << IngestHarness::read_file(log_b);
+    b->kill(SIGTERM);
+    ASSERT_TRUE(b->wait_for(std::chrono::seconds(30))) << IngestHarness::read_file(log_b);
+    EXPECT_EQ(b->exit_code(), 0) << IngestHarness::read_file(log_b);
+    h.check_accounting(manifest);
+}
+
 }  // namespace
 }  // namespace trackd::test

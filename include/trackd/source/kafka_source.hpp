@@ -67,6 +67,8 @@ class KafkaSource final : public Source {
     rd_kafka_message_s* current_ = nullptr;
     bool paused_ = false;
     std::atomic<bool> closed_{false};
+    // rd_kafka_consumer_close() did not return in time: its thread was left to it (see close()).
+    bool close_abandoned_ = false;
     // Set before rd_kafka_consumer_close(): the revoke callback it runs must not ask the group
     // anything (see handle_rebalance).
     bool closing_ = false;
