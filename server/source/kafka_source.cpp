@@ -138,9 +138,10 @@ KafkaSource::~KafkaSource() {
 
 // Leaving the group is bounded. librdkafka 2.0.2's rd_kafka_consumer_close() can wait for good
 // when it is called right after an assignment (cooperative rebalancing): twice in CI a trackd
-// that was sent SIGTERM just after it had been assigned its partitions logged their revocation
-// and never exited. Everything it had read was committed to the database or abandoned before
-// this point (the offsets there are the truth), so after kConsumerCloseTimeout trackd stops
+// sent SIGTERM just after it had been assigned its partitions never exited, once asking for the
+// group's protocol from the revoke callback (no longer asked, see handle_rebalance), once after
+// the revocation had been logged. Everything it had read was committed to the database or abandoned
+// before this point (the offsets there are the truth), so after kConsumerCloseTimeout trackd stops
 // without a clean leave; the group hands the partitions on once session.timeout.ms has passed
 // without a heartbeat. The close runs on a thread of its own for that (the revoke callback
 // runs there, while this thread only waits).
