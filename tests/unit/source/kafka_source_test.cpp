@@ -35,20 +35,11 @@ class MockCluster {
         mock_ = rd_kafka_handle_mock_cluster(producer_);
         brokers_ = rd_kafka_mock_cluster_bootstraps(mock_);
         rd_kafka_mock_topic_create(mock_, "positions", 2, 1);
-        rd_kafka_topic_t* topic = rd_kafka_topic_new(producer_, "positions", nullptr);
-        for (int p = 0; p < 2; ++p) {
-            for (int i = 0; i < 10; ++i) {
-                std::string v = "m" + std::to_string(p) + "-" + std::to_string(i);
-                rd_kafka_produce(topic, p, RD_KAFKA_MSG_F_COPY, v.data(), v.size(), nullptr, 0,
-                                 nullptr);
-            }
-        }
-        rd_kafka_topic_destroy(topic);
-        rd_kafka_flush(producer_, 10000);
+        for (int p = 0; p < 2; ++p) produce(p, 0, 10);
     }
     ~MockCluster() { rd_kafka_destroy(producer_); }
 
-    // Appends messages `from`..`to`-1 to partition `p` ("m<p>-<n>", as above).
+    // Appends messages `from`..`to`-1 to partition `p`, each "m<p>-<n>" (n its offset).
     void produce(int p, int from, int to) {
         rd_kafka_topic_t* topic = rd_kafka_topic_new(producer_, "positions", nullptr);
         for (int i = from; i < to; ++i) {
