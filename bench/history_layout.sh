@@ -43,28 +43,14 @@ while (($#)); do
     *) die "unknown option $1 (see --help)" ;;
   esac
 done
-dup=()
-case "$workload" in
-  fleet) messages="${messages:-1000000}"; vehicles="${vehicles:-20000}" ;;
-  moving) messages="${messages:-1000000}"; vehicles="${vehicles:-10000}" ;;
-  each-vehicle-once) messages="${messages:-1000000}"; vehicles="${vehicles:-$messages}"; dup=(--duplicate-share 0) ;;
-  *) die "--workload: fleet, each-vehicle-once or moving" ;;
-esac
+bench_workload "$workload"
 
 tag="$$"
 topic="bench-layout-$tag"
 work="$(mktemp -d "${TMPDIR:-/tmp}/trackd-bench-layout.XXXXXX")"
 dbs=()
 trackd_pid=""
-cleanup() {
-  local rc=$? db
-  [[ -n "$trackd_pid" ]] && kill -TERM "$trackd_pid" 2>/dev/null && wait "$trackd_pid" 2>/dev/null
-  for db in "${dbs[@]}"; do drop_db "$db"; done
-  delete_topic "$topic"
-  if ((rc != 0)); then say "failed (exit $rc); files kept in $work"; else rm -rf -- "$work"; fi
-  exit $rc
-}
-trap cleanup EXIT
+trap bench_scratch_cleanup EXIT
 trap 'exit 130' INT TERM
 new_db() {
   dbs+=("$1")
@@ -80,11 +66,7 @@ B="$bench_bin/bench/trackd-bench-copy-limit"
 
 # ---------------------------------------------------------------- data
 say "producing $messages messages ($workload, $vehicles vehicles) to $topic"
-create_topic "$topic" 12
-"$bench_bin/tools/trackd-fleet" --brokers "$brokers" --topic "$topic" --vehicles "$vehicles" \
-  --messages "$messages" "${dup[@]}" --quiet --summary-json "$work/fleet.json" >"$work/fleet.log" 2>&1 ||
-  die "trackd-fleet failed: $(tail -n 5 "$work/fleet.log")"
-sent=$(jq -r .sent "$work/fleet.json")
+bench_produce "$topic"
 src="bench_layout_src_$tag"
 new_db "$src"
 TRACKD_PG_DSN="$(dsn_of "$src")" TRACKD_KAFKA_BROKERS="$brokers" TRACKD_KAFKA_TOPIC="$topic" \

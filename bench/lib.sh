@@ -229,6 +229,42 @@ append_results() {
   } >>"$bench_results"
 }
 
+# bench_workload NAME: the performance issue's workloads. Sets messages and vehicles where the
+# options left them empty, and fleet_args (trackd-fleet's arguments beyond the defaults).
+bench_workload() {
+  fleet_args=()
+  case "$1" in
+    fleet) messages="${messages:-1000000}"; vehicles="${vehicles:-20000}" ;;
+    moving) messages="${messages:-1000000}"; vehicles="${vehicles:-10000}" ;;
+    each-vehicle-once)
+      messages="${messages:-1000000}"; vehicles="${vehicles:-$messages}"
+      fleet_args=(--duplicate-share 0) # a duplicate would send a vehicle twice
+      ;;
+    *) die "--workload: fleet, moving or each-vehicle-once, not '$1'" ;;
+  esac
+}
+# bench_produce TOPIC: a 12-partition topic with $messages messages of $vehicles vehicles
+# (trackd-fleet, $fleet_args); sets sent and accepted. Its summary is $work/fleet.json.
+bench_produce() {
+  create_topic "$1" 12
+  "$bench_bin/tools/trackd-fleet" --brokers "$brokers" --topic "$1" --vehicles "$vehicles" \
+    --messages "$messages" "${fleet_args[@]}" --quiet --summary-json "$work/fleet.json" \
+    >"$work/fleet.log" 2>&1 || die "trackd-fleet failed: $(tail -n 5 "$work/fleet.log")"
+  sent=$(jq -r .sent "$work/fleet.json")
+  accepted=$(jq -r .accepted "$work/fleet.json")
+}
+# bench_scratch_cleanup: the EXIT trap of a driver that keeps its scratch state in trackd_pid,
+# dbs, topic and work: stops trackd, drops the databases and the topic, and removes $work
+# unless the run failed.
+bench_scratch_cleanup() {
+  local rc=$? db
+  [[ -n "${trackd_pid:-}" ]] && kill -TERM "$trackd_pid" 2>/dev/null && wait "$trackd_pid" 2>/dev/null
+  for db in "${dbs[@]}"; do drop_db "$db"; done
+  delete_topic "$topic"
+  if ((rc != 0)); then say "failed (exit $rc); files kept in $work"; else rm -rf -- "$work"; fi
+  exit $rc
+}
+
 # kv FILE KEY: the value of a key=value line.
 kv() { sed -n "s/^$2=//p" "$1" | tail -n 1; }
 # Arithmetic with floats.

@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# bench/history_index_cost: what each history index costs trackd end to end
+# (docs/benchmarks.md, "What each history index costs trackd end to end").
+#
+#   bash bench/history_index_cost.sh [--workload fleet|moving|each-vehicle-once] [--messages N]
+#                                    [--vehicles N] [--repeat R] [--no-record]
+#
+# Produces the messages once (trackd-fleet), then ingests them with trackd from offset 0 into a
+# fresh database once per index set, the sets alternated --repeat times (default 2):
+#   trackd        the partitions' indexes as migrated: SP-GiST on geom, btree (vehicle_id,
+#                 recorded_at DESC), BRIN on ingest_batch_id
+#   defer         postgis.defer_indexes = true: the open partition's hot set (SP-GiST, hash on
+#                 vehicle_id, BRINs on recorded_at and ingest_batch_id), rows in Morton order
+#   hash          a hash index on vehicle_id in place of the btree
+#   no-vehicle    no index on vehicle_id at all (SP-GiST and the batch BRIN only)
+#   brin-only     neither the SP-GiST nor a vehicle index: BRINs on recorded_at and ingest_batch_id
+# The last three are not layouts trackd offers: they answer a vehicle's track (hash: not in time
+# order) or a bbox (brin-only) by scanning, and are here to price each index. Each set replaces
+# trackd.history_closed_indexes() in its database, so trackd's indexer keeps to it.
+# Prints rows/s per run, the best of each set and its ratio to trackd's own set, measured in one
+# run; appends them to bench/RESULTS.md (not with --no-record). BRIN ranges are summarized after
+# the run (autosummarize), so brin-only's figure leaves that work out.
+set -euo pipefail
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+workload=fleet
+messages=""
+vehicles=""
+repeat=2
+record=1
+while (($#)); do
+  case "$1" in
+    --workload) workload="$2"; shift 2 ;;
+    --messages) messages="$2"; shift 2 ;;
+    --vehicles) vehicles="$2"; shift 2 ;;
+    --repeat) repeat="$2"; shift 2 ;;
+    --no-record) record=0; shift ;;
+    -h | --help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
+    *) die "unknown option $1 (see --help)" ;;
+  esac
+done
+bench_workload "$workload"
+[[ "$repeat" =~ ^[1-9][0-9]*$ ]] || die "--repeat must be a positive number, got '$repeat'"
+
+tag="$$"
+topic="bench-index-cost-$tag"
+work="$(mktemp -d "${TMPDIR:-/tmp}/trackd-bench-index-cost.XXXXXX")"
+dbs=()
+trackd_pid=""
+trap bench_scratch_cleanup EXIT
+trap 'exit 130' INT TERM
+
+sets=(trackd defer hash no-vehicle brin-only)
+# The closed set each variant gives its database's partitions (name suffix, definition).
+declare -A closed_set=(
+  [hash]="('_geom_spgist', 'USING spgist (geom)'), ('_vehicle_hash', 'USING hash (vehicle_id)')"
+  [no-vehicle]="('_geom_spgist', 'USING spgist (geom)')"
+  [brin-only]="('_recorded_brin', 'USING brin (recorded_at)')"
+)
+
+# use_index_set DB SET: redefine the closed set and bring every partition to it now (they are
+# empty), so that trackd's indexer, which builds what the set lacks, keeps to it.
+use_index_set() {
+  local db="$1" set="$2"
+  [[ -n "${closed_set[$set]:-}" ]] || return 0
+  psql_at "$db" -v ON_ERROR_STOP=1 -c "CREATE OR REPLACE FUNCTION trackd.history_closed_indexes()
+      RETURNS TABLE (suffix text, definition text) LANGUAGE sql IMMUTABLE AS \$fn\$
+      VALUES ${closed_set[$set]} \$fn\$" \
+    -c "DO \$set\$ DECLARE r record; s record; BEGIN
+      FOR r IN SELECT c.relname FROM pg_inherits h JOIN pg_class c ON c.oid = h.inhrelid
+                WHERE h.inhparent = 'trackd.vehicle_telemetry_history'::regclass
+                  AND to_regclass(format('trackd.%I', c.relname || '_vehicle_time_idx')) IS NOT NULL LOOP
+        EXECUTE format('DROP INDEX trackd.%I', r.relname || '_vehicle_time_idx');
+        EXECUTE format('DROP INDEX IF EXISTS trackd.%I', r.relname || '_geom_spgist');
+        FOR s IN SELECT * FROM trackd.history_closed_indexes() LOOP
+          EXECUTE format('CREATE INDEX %I ON trackd.%I %s', r.relname || s.suffix, r.relname, s.definition);
+        END LOOP;
+      END LOOP; END \$set\$" >/dev/null || die "could not give $db the index set '$set'"
+}
+
+# run_set SET I: trackd from offset 0 into a fresh database with that index set; rows/s and
+# trackd's CPU in $work/SET_I.kv.
+run_set() {
+  local set="$1" i="$2" db="bench_index_cost_${tag}_$2" group="bench-index-cost-${tag}-$1-$2"
+  local t0 t1 m0 m1 dsn
+  dbs+=("$db")
+  create_db "$db"
+  use_index_set "$db" "$set"
+  dsn="$(dsn_of "$db")"
+  say "$set, run $i"
+  m0="$(machine_jiffies)"
+  t0=$(date +%s.%N)
+  TRACKD_PG_DSN="$dsn" TRACKD_KAFKA_BROKERS="$brokers" TRACKD_KAFKA_TOPIC="$topic" \
+    TRACKD_KAFKA_GROUP="$group" TRACKD_HTTP_ENABLED=false \
+    TRACKD_POSTGIS_DEFER_INDEXES="$([[ "$set" == defer ]] && echo true || echo false)" \
+    "$bench_bin/server/trackd" run >"$work/trackd_${set}_$i.log" 2>&1 &
+  trackd_pid=$!
+  "$bench_bin/bench/trackd-bench-watch" --dsn "$dsn" --group "$group" --topic "$topic" \
+    --total "$sent" --interval-ms 50 --timeout-s 1800 >"$work/watch_${set}_$i.out" ||
+    die "trackd did not commit all $sent messages (log: $work/trackd_${set}_$i.log)"
+  t1=$(date +%s.%N)
+  m1="$(machine_jiffies)"
+  {
+    echo "rows_per_s=$(calc "$accepted / ($t1 - $t0)" %.0f)"
+    echo "cpu_s_per_m=$(calc "$(cpu_of "$trackd_pid") * 1000000 / $accepted")"
+    echo "busy=$(busy_share "$m0" "$m1")"
+    echo "indexes=$(psql_at "$db" -c "SELECT string_agg(DISTINCT regexp_replace(c.relname, '^.*_p[0-9]+', ''), ' ' ORDER BY regexp_replace(c.relname, '^.*_p[0-9]+', ''))
+        FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid
+       WHERE x.indrelid IN (SELECT DISTINCT tableoid FROM trackd.vehicle_telemetry_history)
+         AND c.relname ~ '_p[0-9]+_'")"
+  } >"$work/${set}_$i.kv"
+  kill -TERM "$trackd_pid"
+  wait "$trackd_pid" || true
+  trackd_pid=""
+  drop_db "$db"
+}
+
+started=$SECONDS
+bench_build
+[[ "${TRACKD_BENCH_SERVICES:-}" == running ]] || bench_services
+machine="$(machine_description)"
+commit="$(git_describe)"
+
+say "producing $messages messages ($workload, $vehicles vehicles) to $topic"
+bench_produce "$topic"
+
+for ((r = 1; r <= repeat; r++)); do
+  for set in "${sets[@]}"; do run_set "$set" "$r"; done
+done
+
+declare -A best=()
+for set in "${sets[@]}"; do
+  best[$set]=0
+  for ((r = 1; r <= repeat; r++)); do
+    v=$(kv "$work/${set}_$r.kv" rows_per_s)
+    ((v > best[$set])) && best[$set]=$v
+  done
+done
+report="$work/report.md"
+{
+  echo "- commit: $commit"
+  echo "- machine: $machine"
+  echo "- data: workload $workload, $sent messages ($accepted rows), $vehicles vehicles, 12 partitions"
+  echo "- command: \`bash bench/history_index_cost.sh --workload $workload --messages $messages --repeat $repeat\`"
+  echo
+  echo "| index set | history partition's indexes | rows/s, each run | best | best / trackd's | trackd CPU s per M rows | machine busy |"
+  echo "|---|---|---|---:|---:|---|---|"
+  for set in "${sets[@]}"; do
+    runs="" cpu="" busy=""
+    for ((r = 1; r <= repeat; r++)); do
+      runs+="${runs:+, }$(kv "$work/${set}_$r.kv" rows_per_s)"
+      cpu+="${cpu:+, }$(kv "$work/${set}_$r.kv" cpu_s_per_m)"
+      busy+="${busy:+, }$(kv "$work/${set}_$r.kv" busy)"
+    done
+    echo "| $set | $(kv "$work/${set}_1.kv" indexes) | $runs | ${best[$set]} | $(calc "${best[$set]} / ${best[trackd]}") | $cpu | $busy |"
+  done
+  echo
+  echo "Rows/s from launch to the last commit, start-up included. Only the ratios of one run count on a shared machine."
+} >"$report"
+echo
+cat "$report"
+if ((record)); then
+  append_results "bench/history_index_cost.sh --workload $workload" <"$report"
+  say "appended to bench/RESULTS.md"
+fi
+say "done in $((SECONDS - started)) s"
