@@ -6,6 +6,11 @@
 
 namespace trackd::http {
 
+namespace {
+// The collection's head and tail (links) and one feature.
+constexpr std::size_t kFirstReserve = 2048;
+}  // namespace
+
 void FeaturePage::add_link(std::string rel, std::string type, std::string href) {
     links_.push_back({std::move(rel), std::move(type), std::move(href)});
 }
@@ -13,11 +18,22 @@ void FeaturePage::add_link(std::string rel, std::string type, std::string href) 
 Response FeaturePage::respond(int rows, const WriteFeature& feature, const Cursor& cursor) const {
     const int n = std::min(rows, limit_);
     JsonWriter w;
-    w.reserve(1024 + 256 * static_cast<std::size_t>(n));  // a point feature is ~190 bytes
+    w.reserve(kFirstReserve);
     w.begin_object();
     w.key("type").value("FeatureCollection");
     w.key("features").begin_array();
-    for (int i = 0; i < n; ++i) feature(w, i);
+    for (int i = 0; i < n; ++i) {
+        const std::size_t before = w.str().size();
+        feature(w, i);
+        // Room for the rest from the first feature's size (190 bytes for a bare point, over
+        // 300 with altitude and attributes), with a quarter to spare: the page is not copied
+        // as it grows.
+        if (i == 0 && n > 1) {
+            const std::size_t each = w.str().size() - before;
+            w.reserve(w.str().size() + (static_cast<std::size_t>(n) - 1) * (each + each / 4) +
+                      kFirstReserve);
+        }
+    }
     w.end_array();
     if (number_matched_) w.key("numberMatched").raw(*number_matched_);
     w.key("numberReturned").value(n);
