@@ -3,7 +3,8 @@
 # (docs/benchmarks.md, "What each history index costs trackd end to end").
 #
 #   bash bench/history_index_cost.sh [--workload fleet|moving|each-vehicle-once] [--messages N]
-#                                    [--vehicles N] [--repeat R] [--no-record]
+#                                    [--vehicles N] [--repeat R] [--sets "trackd defer ..."]
+#                                    [--no-record]
 #
 # Produces the messages once (trackd-fleet), then ingests them with trackd from offset 0 into a
 # fresh database once per index set, the sets alternated --repeat times (default 2):
@@ -14,6 +15,7 @@
 #   hash          a hash index on vehicle_id in place of the btree
 #   no-vehicle    no index on vehicle_id at all (SP-GiST and the batch BRIN only)
 #   brin-only     neither the SP-GiST nor a vehicle index: BRINs on recorded_at and ingest_batch_id
+# (--sets: these, or some of them; trackd's set always runs first, as the reference.)
 # The last three are not layouts trackd offers: they answer a vehicle's track (hash: not in time
 # order) or a bbox (brin-only) by scanning, and are here to price each index. Each set replaces
 # trackd.history_closed_indexes() in its database, so trackd's indexer keeps to it.
@@ -25,6 +27,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 workload=fleet
+chosen=()
 messages=""
 vehicles=""
 repeat=2
@@ -35,6 +38,7 @@ while (($#)); do
     --messages) messages="$2"; shift 2 ;;
     --vehicles) vehicles="$2"; shift 2 ;;
     --repeat) repeat="$2"; shift 2 ;;
+    --sets) read -r -a chosen <<<"$2"; shift 2 ;;
     --no-record) record=0; shift ;;
     -h | --help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
@@ -51,7 +55,12 @@ trackd_pid=""
 trap bench_scratch_cleanup EXIT
 trap 'exit 130' INT TERM
 
-sets=(trackd defer hash no-vehicle brin-only)
+all_sets=(trackd defer hash no-vehicle brin-only)
+sets=(trackd)
+for set in "${chosen[@]:-${all_sets[@]}}"; do
+  [[ " ${all_sets[*]} " == *" $set "* ]] || die "--sets: '$set' is not one of ${all_sets[*]}"
+  [[ "$set" == trackd ]] || sets+=("$set")
+done
 # The closed set each variant gives its database's partitions (name suffix, definition).
 declare -A closed_set=(
   [hash]="('_geom_spgist', 'USING spgist (geom)'), ('_vehicle_hash', 'USING hash (vehicle_id)')"

@@ -524,9 +524,11 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
             // 12-26% less CPU per row than time order on the same rows (bench/RESULTS.md,
             // 2026-12-01). Byte order of the id: any fixed order gives the locality, whatever
             // the column's collation. With postgis.defer_indexes an open partition has no
-            // btree or GiST, only BRINs: rows go in Morton order of their position instead, so
-            // that each small block range of a batch covers a small area (the geometry BRIN)
-            // and few vehicles (the bloom BRIN on vehicle_id).
+            // btree, only its hot set (SP-GiST, hash on vehicle_id, BRINs): rows go in Morton
+            // order of their position instead, so that consecutive rows descend neighbouring
+            // quadtree paths. (V0009's hot set was BRINs only, for which this order was made;
+            // with V0010's set it measured as fast as (vehicle, time) order or a little faster:
+            // docs/benchmarks.md, 2026-12-05 evening.)
             std::vector<std::size_t> order(b.rows.size());
             std::iota(order.begin(), order.end(), 0);
             if (config_.postgis.defer_indexes) {

@@ -1,8 +1,8 @@
 #pragma once
-// The order in which a batch's history rows are written when open partitions carry only BRIN
-// indexes (postgis.defer_indexes): a Morton (Z-order) key of the position, so that rows near
-// each other on the map are near each other in the heap, and a small BRIN block range of one
-// batch covers a small area.
+// The order in which a batch's history rows are written into open partitions that carry the
+// hot index set (postgis.defer_indexes): a Morton (Z-order) key of the position, so that rows
+// near each other on the map are near each other in the heap and in the order of the SP-GiST's
+// inserts (and a BRIN block range of one batch covers a small area).
 #include <algorithm>
 #include <cstdint>
 
