@@ -9,6 +9,7 @@ namespace trackd::http {
 namespace {
 // The collection's head and tail (links) and one feature.
 constexpr std::size_t kFirstReserve = 2048;
+constexpr std::size_t kMaxFeatureReserve = 4096;
 }  // namespace
 
 void FeaturePage::add_link(std::string rel, std::string type, std::string href) {
@@ -27,9 +28,10 @@ Response FeaturePage::respond(int rows, const WriteFeature& feature, const Curso
         feature(w, i);
         // Room for the rest from the first feature's size (190 bytes for a bare point, over
         // 300 with altitude and attributes), with a quarter to spare: the page is not copied
-        // as it grows.
+        // as it grows. Capped, so that one large geofence does not set aside room for a
+        // hundred.
         if (i == 0 && n > 1) {
-            const std::size_t each = w.str().size() - before;
+            const std::size_t each = std::min(w.str().size() - before, kMaxFeatureReserve);
             w.reserve(w.str().size() + (static_cast<std::size_t>(n) - 1) * (each + each / 4) +
                       kFirstReserve);
         }
