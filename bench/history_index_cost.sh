@@ -14,14 +14,15 @@
 #                 vehicle_id, BRINs on recorded_at and ingest_batch_id), rows in Morton order
 #   hash          a hash index on vehicle_id in place of the btree
 #   no-vehicle    no index on vehicle_id at all (SP-GiST and the batch BRIN only)
+#   bloom         a bloom BRIN on vehicle_id in place of the btree (V0009's, 4-page ranges)
 #   brin-only     neither the SP-GiST nor a vehicle index: BRINs on recorded_at and ingest_batch_id
 # (--sets: these, or some of them; trackd's set always runs first, as the reference.)
-# The last three are not layouts trackd offers: they answer a vehicle's track (hash: not in time
+# The last four are not layouts trackd offers: they answer a vehicle's track (hash: not in time
 # order) or a bbox (brin-only) by scanning, and are here to price each index. Each set replaces
 # trackd.history_closed_indexes() in its database, so trackd's indexer keeps to it.
 # Prints rows/s per run, the best of each set and its ratio to trackd's own set, measured in one
 # run; appends them to bench/RESULTS.md (not with --no-record). BRIN ranges are summarized after
-# the run (autosummarize), so brin-only's figure leaves that work out.
+# the run (autosummarize), so brin-only's and bloom's figures leave that work out.
 set -euo pipefail
 # shellcheck source=bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -55,7 +56,7 @@ trackd_pid=""
 trap bench_scratch_cleanup EXIT
 trap 'exit 130' INT TERM
 
-all_sets=(trackd defer hash no-vehicle brin-only)
+all_sets=(trackd defer hash no-vehicle brin-only bloom)
 sets=(trackd)
 for set in "${chosen[@]:-${all_sets[@]}}"; do
   [[ " ${all_sets[*]} " == *" $set "* ]] || die "--sets: '$set' is not one of ${all_sets[*]}"
@@ -66,6 +67,7 @@ declare -A closed_set=(
   [hash]="('_geom_spgist', 'USING spgist (geom)'), ('_vehicle_hash', 'USING hash (vehicle_id)')"
   [no-vehicle]="('_geom_spgist', 'USING spgist (geom)')"
   [brin-only]="('_recorded_brin', 'USING brin (recorded_at)')"
+  [bloom]="('_geom_spgist', 'USING spgist (geom)'), ('_vehicle_bloom', 'USING brin (vehicle_id text_bloom_ops (n_distinct_per_range = 300, false_positive_rate = 0.01)) WITH (pages_per_range = 4, autosummarize = on)')"
 )
 
 # use_index_set DB SET: redefine the closed set and bring every partition to it now (they are
