@@ -19,7 +19,8 @@
 # (--sets: these, or some of them; trackd's set always runs first, as the reference.)
 # The last four are not layouts trackd offers: they answer a vehicle's track (hash: not in time
 # order) or a bbox (brin-only) by scanning, and are here to price each index. Each set replaces
-# trackd.history_closed_indexes() in its database, so trackd's indexer keeps to it.
+# trackd.history_closed_indexes() in its database (use_history_index_set, bench/lib.sh), so
+# trackd's indexer keeps to it.
 # Prints rows/s per run, the best of each set and its ratio to trackd's own set, measured in one
 # run; appends them to bench/RESULTS.md (not with --no-record). BRIN ranges are summarized after
 # the run (autosummarize), so brin-only's and bloom's figures leave that work out.
@@ -70,26 +71,6 @@ declare -A closed_set=(
   [bloom]="('_geom_spgist', 'USING spgist (geom)'), ('_vehicle_bloom', 'USING brin (vehicle_id text_bloom_ops (n_distinct_per_range = 300, false_positive_rate = 0.01)) WITH (pages_per_range = 4, autosummarize = on)')"
 )
 
-# use_index_set DB SET: redefine the closed set and bring every partition to it now (they are
-# empty), so that trackd's indexer, which builds what the set lacks, keeps to it.
-use_index_set() {
-  local db="$1" set="$2"
-  [[ -n "${closed_set[$set]:-}" ]] || return 0
-  psql_at "$db" -v ON_ERROR_STOP=1 -c "CREATE OR REPLACE FUNCTION trackd.history_closed_indexes()
-      RETURNS TABLE (suffix text, definition text) LANGUAGE sql IMMUTABLE AS \$fn\$
-      VALUES ${closed_set[$set]} \$fn\$" \
-    -c "DO \$set\$ DECLARE r record; s record; BEGIN
-      FOR r IN SELECT c.relname FROM pg_inherits h JOIN pg_class c ON c.oid = h.inhrelid
-                WHERE h.inhparent = 'trackd.vehicle_telemetry_history'::regclass
-                  AND to_regclass(format('trackd.%I', c.relname || '_vehicle_time_idx')) IS NOT NULL LOOP
-        EXECUTE format('DROP INDEX trackd.%I', r.relname || '_vehicle_time_idx');
-        EXECUTE format('DROP INDEX IF EXISTS trackd.%I', r.relname || '_geom_spgist');
-        FOR s IN SELECT * FROM trackd.history_closed_indexes() LOOP
-          EXECUTE format('CREATE INDEX %I ON trackd.%I %s', r.relname || s.suffix, r.relname, s.definition);
-        END LOOP;
-      END LOOP; END \$set\$" >/dev/null || die "could not give $db the index set '$set'"
-}
-
 # run_set SET I: trackd from offset 0 into a fresh database with that index set; rows/s and
 # trackd's CPU in $work/SET_I.kv.
 run_set() {
@@ -97,7 +78,7 @@ run_set() {
   local t0 t1 m0 m1 dsn
   dbs+=("$db")
   create_db "$db"
-  use_index_set "$db" "$set"
+  [[ -z "${closed_set[$set]:-}" ]] || use_history_index_set "$db" "${closed_set[$set]}"
   dsn="$(dsn_of "$db")"
   say "$set, run $i"
   m0="$(machine_jiffies)"

@@ -90,21 +90,32 @@ use_today_current_state() {
     -c "CREATE INDEX vehicle_current_state_last_updated_idx ON trackd.vehicle_current_state (last_updated)" \
     >/dev/null || die "could not restore the current state's old layout on $1"
 }
-# use_today_history_indexes NAME: the history partitions' spatial index as the performance issue
-# measured it (a GiST on geom; V0013 made it an SP-GiST), on a migrated database: on every
-# partition, and in trackd.history_closed_indexes() for partitions made later (and for the
-# loader's --layout hot, which drops the closed set by its names).
+# use_history_index_set NAME "VALUES": gives the history partitions of a migrated database
+# another closed index set ("('_suffix', 'definition'), ..." as trackd.history_closed_indexes()
+# returns it): redefines that function, so that trackd's indexer and partitions made later keep
+# to the set, and on every partition drops the indexes of the set it had and builds the new
+# one. Meant for empty partitions: it takes their locks and builds at once.
+use_history_index_set() {
+  psql_at "$1" -v ON_ERROR_STOP=1 -c "DO \$set\$ DECLARE old text[]; r record; s record; BEGIN
+      old := ARRAY(SELECT suffix FROM trackd.history_closed_indexes());
+      EXECUTE \$def\$CREATE OR REPLACE FUNCTION trackd.history_closed_indexes()
+        RETURNS TABLE (suffix text, definition text) LANGUAGE sql IMMUTABLE
+        AS \$fn\$ VALUES $2 \$fn\$\$def\$;
+      FOR r IN SELECT partition_name FROM trackd.history_partitions() LOOP
+        FOR i IN 1 .. coalesce(array_length(old, 1), 0) LOOP
+          EXECUTE format('DROP INDEX IF EXISTS trackd.%I', r.partition_name || old[i]);
+        END LOOP;
+        FOR s IN SELECT * FROM trackd.history_closed_indexes() LOOP
+          EXECUTE format('CREATE INDEX %I ON trackd.%I %s', r.partition_name || s.suffix,
+                         r.partition_name, s.definition);
+        END LOOP;
+      END LOOP; END \$set\$" >/dev/null || die "could not give $1 the history index set $2"
+}
+# use_today_history_indexes NAME: the history partitions' indexes as the performance issue
+# measured them (a GiST on geom, which V0013 made an SP-GiST, and the btree), on a migrated
+# database (and for the loader's --layout hot, which drops the closed set by its names).
 use_today_history_indexes() {
-  psql_at "$1" -v ON_ERROR_STOP=1 -c "CREATE OR REPLACE FUNCTION trackd.history_closed_indexes()
-      RETURNS TABLE (suffix text, definition text) LANGUAGE sql IMMUTABLE AS \$fn\$
-      VALUES ('_geom_gist', 'USING gist (geom)'), ('_vehicle_time_idx', '(vehicle_id, recorded_at DESC)') \$fn\$" \
-    -c "DO \$today\$ DECLARE r record; BEGIN
-      FOR r IN SELECT c.relname FROM pg_inherits h JOIN pg_class c ON c.oid = h.inhrelid
-                WHERE h.inhparent = 'trackd.vehicle_telemetry_history'::regclass
-                  AND to_regclass(format('trackd.%I', c.relname || '_geom_spgist')) IS NOT NULL LOOP
-        EXECUTE format('DROP INDEX trackd.%I', r.relname || '_geom_spgist');
-        EXECUTE format('CREATE INDEX %I ON trackd.%I USING gist (geom)', r.relname || '_geom_gist', r.relname);
-      END LOOP; END \$today\$" >/dev/null || die "could not restore the history's GiST on $1"
+  use_history_index_set "$1" "('_geom_gist', 'USING gist (geom)'), ('_vehicle_time_idx', '(vehicle_id, recorded_at DESC)')"
 }
 drop_db() {
   psql_admin -c "SET client_min_messages = warning" \
