@@ -74,11 +74,6 @@ start_trackd() {
   done
   die "trackd not ready"
 }
-stop_trackd() {
-  kill -TERM "$trackd_pid"
-  wait "$trackd_pid" || die "trackd exited with an error"
-  trackd_pid=""
-}
 
 # wrk_run NAME SECONDS OUT: one endpoint's wrk run; prints "req/s p99_ms".
 wrk_run() {
@@ -114,7 +109,7 @@ load_db "bench_api_a_$$"
 start_trackd "bench_api_a_$$" "bench-api-idle-$$"
 read -r bbox_alone_rps bbox_alone_p99 <<<"$(wrk_run bbox "$seconds" "$work/wrk-bbox-alone.txt")"
 read -r near_alone_rps near_alone_p99 <<<"$(wrk_run nearby "$seconds" "$work/wrk-nearby-alone.txt")"
-stop_trackd
+stop_trackd || die "trackd exited with an error"
 
 # 3. ingest alone.
 say "ingest alone"
@@ -122,7 +117,7 @@ load_db "bench_api_b_$$"
 t0=$(date +%s.%N)
 start_trackd "bench_api_b_$$" "bench-api-b-$$"
 ingest_alone=$(ingest_rate "bench-api-b-$$" "bench_api_b_$$" "$t0")
-stop_trackd
+stop_trackd || die "trackd exited with an error"
 
 # 4. both: wrk on bbox and nearby (one wrk each) for as long as the ingest runs.
 say "ingest under API load"
@@ -139,7 +134,7 @@ pkill -INT -P "$wrk_near" wrk 2>/dev/null || true
 wait "$wrk_bbox" "$wrk_near" || true
 read -r bbox_load_rps bbox_load_p99 <"$work/bbox-load.out"
 read -r near_load_rps near_load_p99 <"$work/nearby-load.out"
-stop_trackd
+stop_trackd || die "trackd exited with an error"
 
 # 5. the same with the API's reads on the streaming replica.
 replica_row=""
@@ -164,7 +159,7 @@ if ((replica)); then
   wait "$wrk_bbox" "$wrk_near" || true
   read -r bbox_rep_rps bbox_rep_p99 <"$work/bbox-replica.out"
   read -r near_rep_rps near_rep_p99 <"$work/nearby-replica.out"
-  stop_trackd
+  stop_trackd || die "trackd exited with an error"
   read_dsn=""
   replica_row="| ingest + API load, reads on the replica | $ingest_replica | $bbox_rep_rps | $bbox_rep_p99 | $near_rep_rps | $near_rep_p99 |"
   replica_line="API p99 under ingest, replica / primary: bbox **$(calc "$bbox_rep_p99 / $bbox_load_p99")**, nearby **$(calc "$near_rep_p99 / $near_load_p99")** (the replica runs on the same 2 cores, replaying the ingest)."

@@ -143,9 +143,7 @@ current_state=$(psql_at "$db" -c "
          n_tup_upd || ' updates HOT; ' || n_live_tup || ' vehicles in ' ||
          pg_relation_size('trackd.vehicle_current_state') / 8192 || ' pages'
     FROM pg_stat_user_tables WHERE relid = 'trackd.vehicle_current_state'::regclass" 2>/dev/null || echo '?')
-kill -TERM "$trackd_pid"
-wait "$trackd_pid" || true
-trackd_pid=""
+stop_trackd || true
 
 "$bench_bin/bench/trackd-bench-freshness" --brokers "$brokers" --topic "$topic" \
   --log "$work/commits.log" --skip-first-s "$skip_first" >"$work/fresh.out" ||

@@ -102,9 +102,7 @@ run_set() {
        WHERE x.indrelid IN (SELECT DISTINCT tableoid FROM trackd.vehicle_telemetry_history)
          AND c.relname ~ '_p[0-9]+_'")"
   } >"$work/${set}_$i.kv"
-  kill -TERM "$trackd_pid"
-  wait "$trackd_pid" || true
-  trackd_pid=""
+  stop_trackd || true
   drop_db "$db"
 }
 

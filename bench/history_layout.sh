@@ -75,9 +75,7 @@ TRACKD_PG_DSN="$(dsn_of "$src")" TRACKD_KAFKA_BROKERS="$brokers" TRACKD_KAFKA_TO
 trackd_pid=$!
 "$bench_bin/bench/trackd-bench-watch" --dsn "$(dsn_of "$src")" --group "bench-layout-$tag" --topic "$topic" \
   --total "$sent" --interval-ms 100 --timeout-s 900 >"$work/watch.out" || die "trackd did not commit everything"
-kill -TERM "$trackd_pid"
-wait "$trackd_pid" || true
-trackd_pid=""
+stop_trackd || true
 "$B" export --dsn "$(dsn_of "$src")" --dir "$work/vehicle" --order vehicle >/dev/null
 "$B" export --dsn "$(dsn_of "$src")" --dir "$work/space" --order space >/dev/null
 read -r t_min t_max rows < <(psql_at "$src" -F ' ' -c "SELECT extract(epoch FROM min(recorded_at))::int8,

@@ -303,9 +303,7 @@ run_trackd() {
   local p
   for p in "${perf_pids[@]}"; do kill -INT "$p" 2>/dev/null || true; done
   for p in "${perf_pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  kill -TERM "$trackd_pid"
-  wait "$trackd_pid" || die "trackd exited with an error: $(tail -n 5 "$work/trackd_$i.log")"
-  trackd_pid=""
+  stop_trackd || die "trackd exited with an error: $(tail -n 5 "$work/trackd_$i.log")"
   settle_backends "$db"
   pg1="$(pg_cpu_total)"
 

@@ -182,6 +182,34 @@ busy_seconds() {
 
 # Waits (up to 10 s) until database $1 has no backend left but ours, so that the CPU of the
 # backends that just ended is in the postmaster's reaped-children count.
+# stop_trackd: SIGTERM to $trackd_pid, then wait for it; returns trackd's exit status and
+# clears trackd_pid. trackd bounds its own stop (the writers' shutdown grace, the group leave),
+# so one still running a minute later is hung: its threads' stacks go to $work/trackd-PID.stacks
+# (with gdb, when installed), it is killed, and the driver stops naming that file. Without this
+# a hang at exit held a benchmark until its outer timeout, with nothing to tell why.
+stop_trackd() {
+  local pid="$trackd_pid" i rc=0 stacks
+  trackd_pid=""
+  kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < 600; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    stacks="$work/trackd-$pid.stacks"
+    if command -v gdb >/dev/null; then
+      gdb -p "$pid" -batch -ex 'thread apply all bt' >"$stacks" 2>&1 || true
+    else
+      echo "gdb is not installed: no stacks" >"$stacks"
+    fi
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    die "trackd (pid $pid) had not exited 60 s after SIGTERM; its threads' stacks: $stacks"
+  fi
+  wait "$pid" || rc=$?
+  return "$rc"
+}
+
 settle_backends() {
   local i n
   for i in $(seq 100); do
