@@ -307,5 +307,69 @@ TEST_F(HistoryIndexesTest, TheApiAnswersTheSameFromAHotPartitionAsFromAClosedOne
     }
 }
 
+// V0017: the history's BRINs have no autosummarize (PostgreSQL's requests overflow under a heavy
+// ingest and are dropped, each with a LOG line); trackd's index maintenance summarizes the new
+// block ranges of the partitions being written on every pass, and the summaries answer exactly.
+TEST_F(HistoryIndexesTest, ThePartitionsBeingWrittenHaveTheirBrinRangesSummarizedByEachPass) {
+    // A partition made after V0017: its share of the parent's BRIN is made before ATTACH,
+    // without the option, and is the parent's index on it.
+    sql("SELECT trackd.create_history_partitions('2099-02-01T00:00:00Z', "
+        "'2099-02-01T01:00:00Z', 'day')");
+    EXPECT_EQ(sql("SELECT coalesce(array_to_string(i.reloptions, ','), '') || ':' || "
+                  "(SELECT p.relname FROM pg_inherits h JOIN pg_class p ON p.oid = h.inhparent "
+                  "WHERE h.inhrelid = i.oid) FROM pg_class i WHERE i.relname = "
+                  "'vehicle_telemetry_history_p20990201_ingest_batch_id_idx'")
+                  .at(0, 0),
+              ":vehicle_telemetry_history_batch_brin");
+    // The partition of today, made by the migrations before V0017 and empty then: the option
+    // is off on every one of its indexes.
+    const auto today = sql("SELECT partition_name FROM trackd.history_partitions() "
+                           "WHERE range_from <= now() AND range_to > now()")
+                           .at(0, 0);
+    EXPECT_EQ(sql("SELECT count(*) FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
+                  "WHERE x.indrelid = ('trackd.' || $1)::regclass "
+                  "AND i.reloptions @> ARRAY['autosummarize=on']",
+                  {today})
+                  .at(0, 0),
+              "0");
+    // Rows into it in two batches; no autovacuum, so that only trackd summarizes.
+    script("ALTER TABLE trackd." + today + " SET (autovacuum_enabled = false)");
+    const std::string rows =
+        "INSERT INTO trackd.vehicle_telemetry_history (vehicle_id, recorded_at, geom, "
+        "ingest_batch_id, kafka_partition, kafka_offset) SELECT 'veh-' || (n % 500), now(), "
+        "ST_SetSRID(ST_MakePoint(13 + (n % 100) * 0.001, 52, 0), 4326), $1::int8, 0, n "
+        "FROM generate_series(1, $2::int) n";
+    sql(rows, {"1", "30000"});
+    const int ranges = std::stoi(
+        sql("SELECT pg_relation_size(('trackd.' || $1)::regclass) / 8192 / 128", {today}).at(0, 0));
+    ASSERT_GE(ranges, 3);
+    config_.postgis.defer_indexes = false;
+    HistoryIndexer indexer(config_);
+    // The batch BRIN's complete ranges; the last one, still filling, once it is complete.
+    EXPECT_EQ(indexer.run_once().ranges_summarized, ranges);
+    EXPECT_EQ(indexer.run_once().ranges_summarized, 0);
+    // Rows after the summaries, into the last range and new ones: both batches are found whole
+    // through the BRIN, and the next pass summarizes exactly the ranges completed since.
+    sql(rows, {"2", "20000"});
+    for (const auto& [batch, want] : {std::pair{"1", "30000"}, std::pair{"2", "20000"}}) {
+        db::Connection conn(db_.dsn(), "test");
+        conn.exec_script("SET enable_seqscan = off");
+        const std::string from =
+            std::string(" FROM trackd.vehicle_telemetry_history WHERE ingest_batch_id = ") + batch;
+        EXPECT_EQ(conn.query("SELECT count(*)" + from).at(0, 0), want);
+        const auto plan = conn.query("EXPLAIN SELECT count(*)" + from);
+        std::string text;
+        for (int i = 0; i < plan.rows(); ++i) text += plan.at(i, 0) + "\n";
+        EXPECT_NE(text.find("Bitmap Index Scan on " + today + "_ingest_batch_id_idx"),
+                  std::string::npos)
+            << text;
+    }
+    const int after = std::stoi(
+        sql("SELECT pg_relation_size(('trackd.' || $1)::regclass) / 8192 / 128", {today}).at(0, 0));
+    ASSERT_GT(after, ranges);
+    EXPECT_EQ(indexer.run_once().ranges_summarized, after - ranges);
+    EXPECT_EQ(indexer.run_once().ranges_summarized, 0);
+}
+
 }  // namespace
 }  // namespace trackd::test

@@ -735,4 +735,50 @@ TEST(HistoryPartitions, RowOutsideEveryPartitionLandsInDefault) {
 }
 
 }  // namespace
+// V0017 takes autosummarize off the history's BRINs where that needs no lock that COPY waits
+// for: the empty partitions made ahead. A partition holding rows keeps it until it closes;
+// partitions made afterwards have their BRIN without it, attached to the parent's index.
+TEST(Migrations, V0017TakesAutosummarizeOffTheEmptyPartitionsAndNewOnesOnly) {
+    TestDatabase db("mig_brin");
+    apply_with_psql(db, 16);
+    db::Connection conn(db.dsn(), "test");
+    conn.exec_script(R"SQL(
+INSERT INTO trackd.vehicle_telemetry_history (vehicle_id, recorded_at, geom, ingest_batch_id,
+  kafka_partition, kafka_offset)
+VALUES ('veh-1', now(), ST_SetSRID(ST_MakePoint(13, 52, 0), 4326), 1, 0, 1);
+)SQL");
+    // "partition:index options" of the BRINs, those still on autosummarize first.
+    const auto brins = [&](const std::string& where) {
+        return conn
+            .query(
+                "SELECT count(*) FILTER (WHERE i.reloptions @> ARRAY['autosummarize=on']) || "
+                "'/' || count(*) FROM pg_inherits h JOIN pg_index x ON x.indrelid = h.inhrelid "
+                "JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_am a ON a.oid = i.relam "
+                "WHERE a.amname = 'brin' AND h.inhparent = "
+                "'trackd.vehicle_telemetry_history'::regclass AND " +
+                where)
+            .at(0, 0);
+    };
+    const std::string with_rows =
+        "h.inhrelid IN (SELECT DISTINCT tableoid FROM trackd.vehicle_telemetry_history)";
+    const std::string empty = "NOT " + with_rows;
+    ASSERT_EQ(brins(with_rows), "1/1");
+    ASSERT_EQ(brins(empty), "9/9");  // yesterday to a week ahead and the default partition
+    auto r = run_command(trackd_with_db(db, "migrate"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(brins(with_rows), "1/1");
+    EXPECT_EQ(brins(empty), "0/9");
+    conn.query(
+        "SELECT trackd.create_history_partitions('2099-03-01T00:00:00Z', "
+        "'2099-03-01T01:00:00Z')");
+    EXPECT_EQ(brins(empty), "0/10");
+    EXPECT_EQ(conn.query("SELECT count(*) FROM pg_inherits h JOIN pg_class i ON i.oid = "
+                         "h.inhrelid WHERE h.inhparent = "
+                         "'trackd.vehicle_telemetry_history_batch_brin'::regclass")
+                  .at(0, 0),
+              "11");
+    // One row fills no block range: nothing to summarize yet.
+    EXPECT_EQ(conn.query("SELECT trackd.summarize_history_brins()").at(0, 0), "0");
+}
+
 }  // namespace trackd::test

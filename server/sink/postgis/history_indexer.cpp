@@ -29,6 +29,14 @@ core::metrics::Counter& invalid_dropped() {
     return c;
 }
 
+core::metrics::Counter& ranges_summarized() {
+    static auto& c = core::metrics::counter(
+        "trackd_history_brin_ranges_summarized_total",
+        "Block ranges of the history partitions' BRIN indexes summarized by trackd's index "
+        "maintenance (trackd.summarize_history_brins)");
+    return c;
+}
+
 core::metrics::Counter& index_failures() {
     static auto& c = core::metrics::counter(
         "trackd_history_index_pass_failures_total",
@@ -90,6 +98,13 @@ IndexPass HistoryIndexer::run_once() {
             }
         }
     } unlock{conn};
+
+    // The BRINs of the partitions being written: their new block ranges get a summary here,
+    // since PostgreSQL's own requests (autosummarize) overflow under a heavy ingest (V0017).
+    pass.ranges_summarized = std::stoi(conn.query("SELECT trackd.summarize_history_brins($1::int)",
+                                                  {std::to_string(config_.postgis.index_grace_s)})
+                                           .at(0, 0));
+    ranges_summarized().inc(pass.ranges_summarized);
 
     const auto due =
         column(conn.query("SELECT partition_name FROM trackd.history_partition_indexes() "
