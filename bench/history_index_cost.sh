@@ -22,8 +22,9 @@
 # trackd.history_closed_indexes() in its database (use_history_index_set, bench/lib.sh), so
 # trackd's indexer keeps to it.
 # Prints rows/s per run, the best of each set and its ratio to trackd's own set, measured in one
-# run; appends them to bench/RESULTS.md (not with --no-record). BRIN ranges are summarized after
-# the run (autosummarize), so brin-only's and bloom's figures leave that work out.
+# run; appends them to bench/RESULTS.md (not with --no-record). trackd's index maintenance
+# summarizes BRIN ranges every postgis.index_check_interval_s (30 s; V0017), which a run of seconds
+# mostly falls between, so brin-only's and bloom's figures leave most of that work out.
 set -euo pipefail
 # shellcheck source=bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
