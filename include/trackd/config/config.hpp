@@ -117,12 +117,15 @@ struct PostgisConfig {
     // EXCLUSIVE lock, and while it waits every ingest COPY queues behind it. On timeout the DDL
     // is tried again later; rows go to the DEFAULT partition meanwhile.
     int ddl_lock_timeout_ms = 1000;
-    // Open partitions get only cheap BRIN indexes and their rows are written in a spatial
-    // order; the GiST and btree are built (CREATE INDEX CONCURRENTLY, by trackd run) once a
-    // partition's range ended index_grace_s ago (docs/ingest.md, "History index layout").
+    // Open partitions get cheaper indexes (trackd.history_hot_indexes(): a hash on vehicle_id
+    // instead of the btree, a BRIN on recorded_at) and their rows are written in a spatial
+    // order; the btree is built (CREATE INDEX CONCURRENTLY, by trackd run) once a partition's
+    // range ended index_grace_s ago (docs/ingest.md, "History index layout").
     bool defer_indexes = false;
     int index_grace_s = 300;
-    int index_check_interval_s = 30;  // how often trackd run looks for partitions to close
+    // How often trackd run looks for partitions to close and summarizes the new BRIN ranges of
+    // the partitions being written (V0017).
+    int index_check_interval_s = 30;
 };
 
 // The Iceberg archive (docs/archive.md): history rows -> Parquet -> Iceberg v2 table.
