@@ -736,7 +736,7 @@ TEST(HistoryPartitions, RowOutsideEveryPartitionLandsInDefault) {
 
 }  // namespace
 // V0017 takes autosummarize off the history's BRINs where that needs no lock that COPY waits
-// for: the empty partitions made ahead. A partition holding rows keeps it until it closes;
+// for: the empty partitions made ahead. A partition holding rows keeps it;
 // partitions made afterwards have their BRIN without it, attached to the parent's index.
 TEST(Migrations, V0017TakesAutosummarizeOffTheEmptyPartitionsAndNewOnesOnly) {
     TestDatabase db("mig_brin");
