@@ -104,8 +104,9 @@ load() {
   psql -X -q -v ON_ERROR_STOP=1 "$(dsn_of "$db")" -f "$work/load.sql"
 }
 
-# build INDEX: over the plain table bench_plain; "cpu_s wall_s" of CREATE INDEX without parallel
-# workers, then the wall time of CREATE INDEX CONCURRENTLY.
+# build INDEX: over the plain table bench_plain; prints the backend's CPU seconds before and after
+# a CREATE INDEX without parallel workers on one line, then concurrently_s=<the wall time of
+# CREATE INDEX CONCURRENTLY>.
 build() {
   local index="$1" t0 t1
   psql_at "$db" -c "SET client_min_messages = warning" -c "DROP INDEX IF EXISTS bench_build" >/dev/null
@@ -131,8 +132,8 @@ for ((r = 1; r <= repeat; r++)); do
     echo "$index=$(load "bench_$index" "$index")" >>"$work/load_$r.kv"
     [[ "$index" == none ]] || psql_at "$db" -c "DROP TABLE bench_$index" >/dev/null
   done
-  psql_at "$db" -c "SET client_min_messages = warning" -c "DROP TABLE IF EXISTS bench_plain" -c "ALTER TABLE bench_none RENAME TO bench_plain" \
-    -c "VACUUM ANALYZE bench_plain" >/dev/null
+  psql_at "$db" -c "SET client_min_messages = warning" -c "DROP TABLE IF EXISTS bench_plain" \
+    -c "ALTER TABLE bench_none RENAME TO bench_plain" -c "VACUUM ANALYZE bench_plain" >/dev/null
   say "round $r: built once"
   for index in "${indexes[@]}"; do
     {
