@@ -50,13 +50,7 @@ done
 bench_workload "$workload"
 [[ "$repeat" =~ ^[1-9][0-9]*$ ]] || die "--repeat must be a positive number, got '$repeat'"
 
-tag="$$"
-topic="bench-index-cost-$tag"
-work="$(mktemp -d "${TMPDIR:-/tmp}/trackd-bench-index-cost.XXXXXX")"
-dbs=()
-trackd_pid=""
-trap bench_scratch_cleanup EXIT
-trap 'exit 130' INT TERM
+bench_scratch index-cost
 
 all_sets=(trackd defer hash no-vehicle brin-only bloom)
 sets=(trackd)
@@ -77,8 +71,7 @@ declare -A closed_set=(
 run_set() {
   local set="$1" i="$2" db="bench_index_cost_${tag}_$2" group="bench-index-cost-${tag}-$1-$2"
   local t0 t1 m0 m1 dsn
-  dbs+=("$db")
-  create_db "$db"
+  new_db "$db"
   [[ -z "${closed_set[$set]:-}" ]] || use_history_index_set "$db" "${closed_set[$set]}"
   dsn="$(dsn_of "$db")"
   say "$set, run $i"

@@ -45,17 +45,7 @@ while (($#)); do
 done
 bench_workload "$workload"
 
-tag="$$"
-topic="bench-layout-$tag"
-work="$(mktemp -d "${TMPDIR:-/tmp}/trackd-bench-layout.XXXXXX")"
-dbs=()
-trackd_pid=""
-trap bench_scratch_cleanup EXIT
-trap 'exit 130' INT TERM
-new_db() {
-  dbs+=("$1")
-  create_db "$1"
-}
+bench_scratch layout
 
 started=$SECONDS
 bench_build
@@ -69,13 +59,7 @@ say "producing $messages messages ($workload, $vehicles vehicles) to $topic"
 bench_produce "$topic"
 src="bench_layout_src_$tag"
 new_db "$src"
-TRACKD_PG_DSN="$(dsn_of "$src")" TRACKD_KAFKA_BROKERS="$brokers" TRACKD_KAFKA_TOPIC="$topic" \
-  TRACKD_KAFKA_GROUP="bench-layout-$tag" TRACKD_HTTP_ENABLED=false \
-  "$bench_bin/server/trackd" run >"$work/trackd.log" 2>&1 &
-trackd_pid=$!
-"$bench_bin/bench/trackd-bench-watch" --dsn "$(dsn_of "$src")" --group "bench-layout-$tag" --topic "$topic" \
-  --total "$sent" --interval-ms 100 --timeout-s 900 >"$work/watch.out" || die "trackd did not commit everything"
-stop_trackd || true
+bench_ingest_once "$src" "bench-layout-$tag"
 "$B" export --dsn "$(dsn_of "$src")" --dir "$work/vehicle" --order vehicle >/dev/null
 "$B" export --dsn "$(dsn_of "$src")" --dir "$work/space" --order space >/dev/null
 read -r t_min t_max rows < <(psql_at "$src" -F ' ' -c "SELECT extract(epoch FROM min(recorded_at))::int8,

@@ -40,13 +40,7 @@ done
 bench_workload "$workload"
 [[ "$repeat" =~ ^[1-9][0-9]*$ ]] || die "--repeat must be a positive number, got '$repeat'"
 
-tag="$$"
-topic="bench-build-cost-$tag"
-work="$(mktemp -d "${TMPDIR:-/tmp}/trackd-bench-build-cost.XXXXXX")"
-dbs=()
-trackd_pid=""
-trap bench_scratch_cleanup EXIT
-trap 'exit 130' INT TERM
+bench_scratch build-cost
 
 # The indexes a history partition has had or could have (name, definition).
 indexes=(gist spgist btree hash brin)
@@ -67,23 +61,14 @@ commit="$(git_describe)"
 say "producing $messages messages ($workload, $vehicles vehicles) to $topic"
 bench_produce "$topic"
 src="bench_build_cost_src_$tag"
-dbs+=("$src")
-create_db "$src"
-TRACKD_PG_DSN="$(dsn_of "$src")" TRACKD_KAFKA_BROKERS="$brokers" TRACKD_KAFKA_TOPIC="$topic" \
-  TRACKD_KAFKA_GROUP="bench-build-cost-$tag" TRACKD_HTTP_ENABLED=false \
-  "$bench_bin/server/trackd" run >"$work/trackd.log" 2>&1 &
-trackd_pid=$!
-"$bench_bin/bench/trackd-bench-watch" --dsn "$(dsn_of "$src")" --group "bench-build-cost-$tag" \
-  --topic "$topic" --total "$sent" --interval-ms 100 --timeout-s 900 >"$work/watch.out" ||
-  die "trackd did not commit everything (log: $work/trackd.log)"
-stop_trackd || true
+new_db "$src"
+bench_ingest_once "$src" "bench-build-cost-$tag"
 "$bench_bin/bench/trackd-bench-copy-limit" export --dsn "$(dsn_of "$src")" --dir "$work/rows" \
   --order vehicle >/dev/null
 rows=$(psql_at "$src" -c "SELECT count(*) FROM trackd.vehicle_telemetry_history")
 drop_db "$src"
 db="bench_build_cost_$tag"
-dbs+=("$db")
-create_db "$db"
+new_db "$db"
 # The batches in the order trackd committed them (file names start with the batch id).
 mapfile -t files < <(find "$work/rows" -name '*.history.copy' | sort -V)
 say "$rows rows in ${#files[@]} batches"

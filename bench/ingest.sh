@@ -142,12 +142,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# new_db NAME: a fresh migrated database, dropped at exit.
-new_db() {
-  dbs+=("$1")
-  create_db "$1"
-}
-
 # The statements of one database, by total time (pg_stat_statements).
 statements_of() {
   psql -X -P pager=off "$(dsn_of "$1")" -c "

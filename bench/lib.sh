@@ -292,6 +292,35 @@ bench_produce() {
   sent=$(jq -r .sent "$work/fleet.json")
   accepted=$(jq -r .accepted "$work/fleet.json")
 }
+# bench_scratch NAME: a driver's scratch state: tag (the pid), topic bench-NAME-<tag>, work (a
+# fresh trackd-bench-NAME.* directory), no databases and no trackd yet; bench_scratch_cleanup
+# runs at exit.
+bench_scratch() {
+  tag="$$"
+  topic="bench-$1-$tag"
+  work="$(mktemp -d "${TMPDIR:-/tmp}/trackd-bench-$1.XXXXXX")"
+  dbs=()
+  trackd_pid=""
+  trap bench_scratch_cleanup EXIT
+  trap 'exit 130' INT TERM
+}
+# new_db NAME: a fresh migrated database, dropped at exit.
+new_db() {
+  dbs+=("$1")
+  create_db "$1"
+}
+# bench_ingest_once DB GROUP: trackd (defaults) reads $topic from the start into DB as consumer
+# group GROUP until all $sent messages are committed, then stops; its log is $work/trackd.log.
+bench_ingest_once() {
+  TRACKD_PG_DSN="$(dsn_of "$1")" TRACKD_KAFKA_BROKERS="$brokers" TRACKD_KAFKA_TOPIC="$topic" \
+    TRACKD_KAFKA_GROUP="$2" TRACKD_HTTP_ENABLED=false \
+    "$bench_bin/server/trackd" run >"$work/trackd.log" 2>&1 &
+  trackd_pid=$!
+  "$bench_bin/bench/trackd-bench-watch" --dsn "$(dsn_of "$1")" --group "$2" --topic "$topic" \
+    --total "$sent" --interval-ms 100 --timeout-s 900 >"$work/watch.out" ||
+    die "trackd did not commit everything (log: $work/trackd.log)"
+  stop_trackd || true
+}
 # bench_scratch_cleanup: the EXIT trap of a driver that keeps its scratch state in trackd_pid,
 # dbs, topic and work: stops trackd, drops the databases and the topic, and removes $work
 # unless the run failed.
