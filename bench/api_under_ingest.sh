@@ -44,7 +44,7 @@ port="${BENCH_PORT:-18182}"
 token="bench-read-token-0123456789"
 trackd_pid=""
 cleanup() {
-  [[ -n "$trackd_pid" ]] && kill -TERM "$trackd_pid" 2>/dev/null && wait "$trackd_pid" 2>/dev/null
+  [[ -z "$trackd_pid" ]] || (stop_trackd) || true  # a subshell: see bench_scratch_cleanup
   for db in bench_api_a_$$ bench_api_b_$$ bench_api_c_$$ bench_api_d_$$; do drop_db "$db"; done
   delete_topic "$topic"
   rm -rf "$work"

@@ -125,10 +125,7 @@ dbs=()
 
 cleanup() {
   local rc=$? db
-  if [[ -n "$trackd_pid" ]] && kill -0 "$trackd_pid" 2>/dev/null; then
-    kill -TERM "$trackd_pid" 2>/dev/null || true
-    wait "$trackd_pid" 2>/dev/null || true
-  fi
+  [[ -z "$trackd_pid" ]] || (stop_trackd) || true  # a subshell: see bench_scratch_cleanup
   for db in "${dbs[@]}"; do drop_db "$db"; done
   delete_topic "$topic"
   [[ "$format" == protobuf ]] && delete_topic "$pb_topic"

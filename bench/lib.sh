@@ -206,7 +206,7 @@ stop_trackd() {
     wait "$pid" 2>/dev/null || true
     die "trackd (pid $pid) had not exited 60 s after SIGTERM; its threads' stacks: $stacks"
   fi
-  wait "$pid" || rc=$?
+  wait "$pid" 2>/dev/null || rc=$?  # 127 in a subshell (not its child): already gone
   return "$rc"
 }
 
@@ -326,7 +326,8 @@ bench_ingest_once() {
 # unless the run failed.
 bench_scratch_cleanup() {
   local rc=$? db
-  [[ -n "${trackd_pid:-}" ]] && kill -TERM "$trackd_pid" 2>/dev/null && wait "$trackd_pid" 2>/dev/null
+  # In a subshell: a hang reported there ends the subshell, not the cleanup.
+  [[ -z "${trackd_pid:-}" ]] || (stop_trackd) || true
   for db in "${dbs[@]}"; do drop_db "$db"; done
   delete_topic "$topic"
   if ((rc != 0)); then say "failed (exit $rc); files kept in $work"; else rm -rf -- "$work"; fi
