@@ -371,5 +371,43 @@ TEST_F(HistoryIndexesTest, ThePartitionsBeingWrittenHaveTheirBrinRangesSummarize
     EXPECT_EQ(indexer.run_once().ranges_summarized, 0);
 }
 
+// The summaries' lock wait is bounded and ingest never waits for them: with another session
+// holding the partition's SHARE UPDATE EXCLUSIVE lock (a VACUUM, an index build, a DBA frozen
+// in a transaction), a pass summarizes nothing there and returns (100 ms per index at most),
+// a write into the partition goes through meanwhile, and the pass after the lock is gone
+// summarizes every complete range.
+TEST_F(HistoryIndexesTest, ASummaryGivesWayToAHeldLockAndNoWriteWaitsForIt) {
+    const auto today = sql("SELECT partition_name FROM trackd.history_partitions() "
+                           "WHERE range_from <= now() AND range_to > now()")
+                           .at(0, 0);
+    script("ALTER TABLE trackd." + today + " SET (autovacuum_enabled = false)");
+    const std::string rows =
+        "INSERT INTO trackd.vehicle_telemetry_history (vehicle_id, recorded_at, geom, "
+        "ingest_batch_id, kafka_partition, kafka_offset) SELECT 'veh-' || (n % 500), now(), "
+        "ST_SetSRID(ST_MakePoint(13 + (n % 100) * 0.001, 52, 0), 4326), $1::int8, 0, n "
+        "FROM generate_series(1, $2::int) n";
+    sql(rows, {"1", "30000"});
+
+    db::Connection holder(db_.dsn(), "test holder");
+    holder.exec_script("BEGIN; LOCK TABLE trackd." + today + " IN SHARE UPDATE EXCLUSIVE MODE");
+    config_.postgis.defer_indexes = false;
+    HistoryIndexer indexer(config_);
+    EXPECT_EQ(indexer.run_once().ranges_summarized, 0);
+    {
+        db::Connection writer(db_.dsn(), "test writer");
+        writer.exec_script("SET lock_timeout = '5s'");  // a wait fails the test, not hangs it
+        writer.query(rows, {"2", "100"});
+    }
+    holder.exec_script("COMMIT");
+
+    const int ranges =
+        std::stoi(sql("SELECT pg_relation_size(('trackd.' || $1)::regclass) / 8192 / 128",
+                      {today})
+                      .at(0, 0));
+    ASSERT_GE(ranges, 3);
+    EXPECT_EQ(indexer.run_once().ranges_summarized, ranges);
+    EXPECT_EQ(sql("SELECT count(*) FROM trackd.vehicle_telemetry_history").at(0, 0), "30100");
+}
+
 }  // namespace
 }  // namespace trackd::test
