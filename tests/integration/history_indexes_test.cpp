@@ -83,6 +83,35 @@ class HistoryIndexesTest : public ::testing::Test {
             .value_or("");
     }
 
+    // The partition holding now() (made by the migrations, empty), autovacuum off so that only
+    // trackd summarizes its BRINs.
+    std::string todays_partition() {
+        const auto name = sql("SELECT partition_name FROM trackd.history_partitions() "
+                              "WHERE range_from <= now() AND range_to > now()")
+                              .at(0, 0);
+        script("ALTER TABLE trackd." + name + " SET (autovacuum_enabled = false)");
+        return name;
+    }
+    // `n` rows of batch `batch` at now(), on `conn`.
+    static void insert_now(db::Connection& conn, int batch, int n) {
+        conn.query(
+            "INSERT INTO trackd.vehicle_telemetry_history (vehicle_id, recorded_at, geom, "
+            "ingest_batch_id, kafka_partition, kafka_offset) SELECT 'veh-' || (n % 500), "
+            "now(), ST_SetSRID(ST_MakePoint(13 + (n % 100) * 0.001, 52, 0), 4326), "
+            "$1::int8, 0, n FROM generate_series(1, $2::int) n",
+            {std::to_string(batch), std::to_string(n)});
+    }
+    void insert_now(int batch, int n) {
+        db::Connection conn(db_.dsn(), "test");
+        insert_now(conn, batch, n);
+    }
+    // The partition's complete 128-page block ranges.
+    int complete_ranges(const std::string& partition) {
+        return std::stoi(
+            sql("SELECT pg_relation_size(('trackd.' || $1)::regclass) / 8192 / 128", {partition})
+                .at(0, 0));
+    }
+
     TestDatabase db_;
     config::Config config_;
 };
@@ -323,25 +352,16 @@ TEST_F(HistoryIndexesTest, ThePartitionsBeingWrittenHaveTheirBrinRangesSummarize
               ":vehicle_telemetry_history_batch_brin");
     // The partition of today, made by the migrations before V0017 and empty then: the option
     // is off on every one of its indexes.
-    const auto today = sql("SELECT partition_name FROM trackd.history_partitions() "
-                           "WHERE range_from <= now() AND range_to > now()")
-                           .at(0, 0);
+    const auto today = todays_partition();
     EXPECT_EQ(sql("SELECT count(*) FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
                   "WHERE x.indrelid = ('trackd.' || $1)::regclass "
                   "AND i.reloptions @> ARRAY['autosummarize=on']",
                   {today})
                   .at(0, 0),
               "0");
-    // Rows into it in two batches; no autovacuum, so that only trackd summarizes.
-    script("ALTER TABLE trackd." + today + " SET (autovacuum_enabled = false)");
-    const std::string rows =
-        "INSERT INTO trackd.vehicle_telemetry_history (vehicle_id, recorded_at, geom, "
-        "ingest_batch_id, kafka_partition, kafka_offset) SELECT 'veh-' || (n % 500), now(), "
-        "ST_SetSRID(ST_MakePoint(13 + (n % 100) * 0.001, 52, 0), 4326), $1::int8, 0, n "
-        "FROM generate_series(1, $2::int) n";
-    sql(rows, {"1", "30000"});
-    const int ranges = std::stoi(
-        sql("SELECT pg_relation_size(('trackd.' || $1)::regclass) / 8192 / 128", {today}).at(0, 0));
+    // Rows into it in two batches.
+    insert_now(1, 30000);
+    const int ranges = complete_ranges(today);
     ASSERT_GE(ranges, 3);
     config_.postgis.defer_indexes = false;
     HistoryIndexer indexer(config_);
@@ -350,7 +370,7 @@ TEST_F(HistoryIndexesTest, ThePartitionsBeingWrittenHaveTheirBrinRangesSummarize
     EXPECT_EQ(indexer.run_once().ranges_summarized, 0);
     // Rows after the summaries, into the last range and new ones: both batches are found whole
     // through the BRIN, and the next pass summarizes exactly the ranges completed since.
-    sql(rows, {"2", "20000"});
+    insert_now(2, 20000);
     for (const auto& [batch, want] : {std::pair{"1", "30000"}, std::pair{"2", "20000"}}) {
         db::Connection conn(db_.dsn(), "test");
         conn.exec_script("SET enable_seqscan = off");
@@ -364,8 +384,7 @@ TEST_F(HistoryIndexesTest, ThePartitionsBeingWrittenHaveTheirBrinRangesSummarize
                   std::string::npos)
             << text;
     }
-    const int after = std::stoi(
-        sql("SELECT pg_relation_size(('trackd.' || $1)::regclass) / 8192 / 128", {today}).at(0, 0));
+    const int after = complete_ranges(today);
     ASSERT_GT(after, ranges);
     EXPECT_EQ(indexer.run_once().ranges_summarized, after - ranges);
     EXPECT_EQ(indexer.run_once().ranges_summarized, 0);
@@ -377,16 +396,8 @@ TEST_F(HistoryIndexesTest, ThePartitionsBeingWrittenHaveTheirBrinRangesSummarize
 // a write into the partition goes through meanwhile, and the pass after the lock is gone
 // summarizes every complete range.
 TEST_F(HistoryIndexesTest, ASummaryGivesWayToAHeldLockAndNoWriteWaitsForIt) {
-    const auto today = sql("SELECT partition_name FROM trackd.history_partitions() "
-                           "WHERE range_from <= now() AND range_to > now()")
-                           .at(0, 0);
-    script("ALTER TABLE trackd." + today + " SET (autovacuum_enabled = false)");
-    const std::string rows =
-        "INSERT INTO trackd.vehicle_telemetry_history (vehicle_id, recorded_at, geom, "
-        "ingest_batch_id, kafka_partition, kafka_offset) SELECT 'veh-' || (n % 500), now(), "
-        "ST_SetSRID(ST_MakePoint(13 + (n % 100) * 0.001, 52, 0), 4326), $1::int8, 0, n "
-        "FROM generate_series(1, $2::int) n";
-    sql(rows, {"1", "30000"});
+    const auto today = todays_partition();
+    insert_now(1, 30000);
 
     db::Connection holder(db_.dsn(), "test holder");
     holder.exec_script("BEGIN; LOCK TABLE trackd." + today + " IN SHARE UPDATE EXCLUSIVE MODE");
@@ -396,14 +407,11 @@ TEST_F(HistoryIndexesTest, ASummaryGivesWayToAHeldLockAndNoWriteWaitsForIt) {
     {
         db::Connection writer(db_.dsn(), "test writer");
         writer.exec_script("SET lock_timeout = '5s'");  // a wait fails the test, not hangs it
-        writer.query(rows, {"2", "100"});
+        insert_now(writer, 2, 100);
     }
     holder.exec_script("COMMIT");
 
-    const int ranges =
-        std::stoi(sql("SELECT pg_relation_size(('trackd.' || $1)::regclass) / 8192 / 128",
-                      {today})
-                      .at(0, 0));
+    const int ranges = complete_ranges(today);
     ASSERT_GE(ranges, 3);
     EXPECT_EQ(indexer.run_once().ranges_summarized, ranges);
     EXPECT_EQ(sql("SELECT count(*) FROM trackd.vehicle_telemetry_history").at(0, 0), "30100");
