@@ -16,11 +16,14 @@
 #   no-vehicle    no index on vehicle_id at all (SP-GiST and the batch BRIN only)
 #   bloom         a bloom BRIN on vehicle_id in place of the btree (V0009's, 4-page ranges)
 #   brin-only     neither the SP-GiST nor a vehicle index: BRINs on recorded_at and ingest_batch_id
+#   cells         hashes on vehicle_id and on the position's geohash cell (ST_GeoHash(geom, 7),
+#                 ~150 m), a BRIN on recorded_at: the cheapest per-row indexes for a track and a bbox
 # (--sets: these, or some of them; trackd's set always runs first, as the reference.)
-# The last four are not layouts trackd offers: they answer a vehicle's track (hash: not in time
-# order) or a bbox (brin-only) by scanning, and are here to price each index. Each set replaces
-# trackd.history_closed_indexes() in its database (use_history_index_set, bench/lib.sh), so
-# trackd's indexer keeps to it.
+# The last five are not layouts trackd offers; they are here to price each index. hash answers a
+# vehicle's track out of time order, no-vehicle and brin-only answer a track or a bbox by
+# scanning, and cells a bbox only through the cells it covers (QGIS's && cannot use them).
+# Each set replaces trackd.history_closed_indexes() in its database (use_history_index_set,
+# bench/lib.sh), so trackd's indexer keeps to it.
 # Prints rows/s per run, the best of each set and its ratio to trackd's own set, measured in one
 # run; appends them to bench/RESULTS.md (not with --no-record). trackd's index maintenance
 # summarizes BRIN ranges every postgis.index_check_interval_s (30 s; V0017), which a run of seconds
@@ -52,7 +55,7 @@ bench_workload "$workload"
 
 bench_scratch index-cost
 
-all_sets=(trackd defer hash no-vehicle brin-only bloom)
+all_sets=(trackd defer hash no-vehicle brin-only bloom cells)
 sets=(trackd)
 for set in "${chosen[@]:-${all_sets[@]}}"; do
   [[ " ${all_sets[*]} " == *" $set "* ]] || die "--sets: '$set' is not one of ${all_sets[*]}"
@@ -63,6 +66,7 @@ declare -A closed_set=(
   [hash]="('_geom_spgist', 'USING spgist (geom)'), ('_vehicle_hash', 'USING hash (vehicle_id)')"
   [no-vehicle]="('_geom_spgist', 'USING spgist (geom)')"
   [brin-only]="('_recorded_brin', 'USING brin (recorded_at)')"
+  [cells]="('_vehicle_hash', 'USING hash (vehicle_id)'), ('_cell_hash', 'USING hash ((ST_GeoHash(geom, 7)))'), ('_recorded_brin', 'USING brin (recorded_at)')"
   [bloom]="('_geom_spgist', 'USING spgist (geom)'), ('_vehicle_bloom', 'USING brin (vehicle_id text_bloom_ops (n_distinct_per_range = 300, false_positive_rate = 0.01)) WITH (pages_per_range = 4, autosummarize = on)')"
 )
 

@@ -3,11 +3,13 @@
 # rows, as a partition's close would (docs/benchmarks.md, "Row by row or built at the close").
 #
 #   bash bench/index_build_cost.sh [--workload fleet|moving|each-vehicle-once] [--messages N]
-#                                  [--vehicles N] [--repeat R] [--no-record]
+#                                  [--vehicles N] [--repeat R] [--order vehicle|space]
+#                                  [--no-record]
 #
 # Produces the messages (trackd-fleet), ingests them once with trackd and exports its committed
 # batches (trackd-bench-copy-limit export: each batch's rows in the order trackd's sink sends
-# them). Then, in a scratch database, --repeat times (default 2), everything alternated:
+# them, (vehicle, time) by default, or with --order space in the Morton order of the position, as
+# it does under postgis.defer_indexes). Then, in a scratch database, --repeat times (default 2), everything alternated:
 #   - the batches COPYed one transaction each, on one connection, into a plain table with the
 #     history's columns and no index, and into one table per index that has just that index;
 #     the backend's CPU beyond the plain table's is what keeping the index row by row costs;
@@ -25,6 +27,7 @@ workload=moving
 messages=""
 vehicles=""
 repeat=2
+order=vehicle
 record=1
 while (($#)); do
   case "$1" in
@@ -32,6 +35,7 @@ while (($#)); do
     --messages) messages="$2"; shift 2 ;;
     --vehicles) vehicles="$2"; shift 2 ;;
     --repeat) repeat="$2"; shift 2 ;;
+    --order) order="$2"; shift 2 ;;
     --no-record) record=0; shift ;;
     -h | --help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
@@ -39,17 +43,21 @@ while (($#)); do
 done
 bench_workload "$workload"
 [[ "$repeat" =~ ^[1-9][0-9]*$ ]] || die "--repeat must be a positive number, got '$repeat'"
+[[ "$order" == vehicle || "$order" == space ]] || die "--order must be vehicle or space, got '$order'"
 
 bench_scratch build-cost
 
-# The indexes a history partition has had or could have (name, definition).
-indexes=(gist spgist btree hash brin)
+# The indexes a history partition has had or could have (name, definition). geohash is a btree
+# on the position's Morton key (ST_GeoHash interleaves longitude and latitude bits), which a bbox
+# could be answered through as a few key ranges.
+indexes=(gist spgist btree hash brin geohash)
 declare -A definition=(
   [gist]="USING gist (geom)"
   [spgist]="USING spgist (geom)"
   [btree]="(vehicle_id, recorded_at DESC)"
   [hash]="USING hash (vehicle_id)"
   [brin]="USING brin (recorded_at)"
+  [geohash]="((ST_GeoHash(geom, 12) COLLATE \"C\"))"
 )
 
 started=$SECONDS
@@ -64,7 +72,7 @@ src="bench_build_cost_src_$tag"
 new_db "$src"
 bench_ingest_once "$src" "bench-build-cost-$tag"
 "$bench_bin/bench/trackd-bench-copy-limit" export --dsn "$(dsn_of "$src")" --dir "$work/rows" \
-  --order vehicle >/dev/null
+  --order "$order" >/dev/null
 rows=$(psql_at "$src" -c "SELECT count(*) FROM trackd.vehicle_telemetry_history")
 drop_db "$src"
 db="bench_build_cost_$tag"
@@ -148,8 +156,8 @@ report="$work/report.md"
 {
   echo "- commit: $commit"
   echo "- machine: $machine"
-  echo "- data: workload $workload, $rows rows in ${#files[@]} batches (trackd's, exported), $vehicles vehicles"
-  echo "- command: \`bash bench/index_build_cost.sh --workload $workload --messages $messages --repeat $repeat\`"
+  echo "- data: workload $workload, $rows rows in ${#files[@]} batches (trackd's, exported in $order order), $vehicles vehicles"
+  echo "- command: \`bash bench/index_build_cost.sh --workload $workload --messages $messages --repeat $repeat --order $order\`"
   echo "- the COPY into a plain table with no index: $(all none load) backend CPU-s per million rows"
   echo
   echo "| index | row by row: CPU-s per M rows (each round) | built once: CREATE INDEX CPU-s per M | CONCURRENTLY, wall s per M | build / row by row (CPU, best of each) |"
