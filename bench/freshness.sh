@@ -3,7 +3,8 @@
 # transaction, at a fixed rate (docs/benchmarks.md).
 #
 #   bash bench/freshness.sh [--rate R] [--duration-s 60] [--vehicles 20000] [--partitions 12]
-#                           [--skip-first-s 0] [--today-current-state] [--no-record]
+#                           [--skip-first-s 0] [--today-current-state]
+#                           [--dirty-background-mb N] [--no-record]
 #
 # trackd runs (defaults) on a fresh database and topic; once it owns every partition the fleet
 # produces at R messages/s for --duration-s seconds (timeline starting now, the interval chosen
@@ -11,6 +12,10 @@
 # maximum bench/ingest.sh recorded in bench/RESULTS.md (trackd's rows/s after its first commit).
 # --today-current-state runs trackd on the current state's layout before V0011 (indexed geom and
 # last_updated: no HOT updates).
+# --dirty-background-mb N sets the kernel's vm.dirty_background_bytes to N MiB for the run (as
+# root; put back afterwards): Linux then writes dirty page cache back as it goes, where by default
+# it lets it pile up for vm.dirty_expire_centisecs (30 s) and writes it at once, and a COMMIT's
+# WAL flush waits behind that (docs/benchmarks.md, "Freshness: the kernel's writeback").
 #
 # Method: trackd stores no commit time, so trackd-bench-watch polls trackd.kafka_offsets every
 # 20 ms on its own connection and logs when each partition's committed offset moved; every
@@ -27,6 +32,7 @@ vehicles=20000
 partitions=12
 skip_first=0
 today_current_state=0
+dirty_background_mb=""
 record=1
 while (($#)); do
   case "$1" in
@@ -36,6 +42,7 @@ while (($#)); do
     --partitions) partitions="$2"; shift 2 ;;
     --skip-first-s) skip_first="$2"; shift 2 ;;
     --today-current-state) today_current_state=1; shift ;;
+    --dirty-background-mb) dirty_background_mb="$2"; shift 2 ;;
     --no-record) record=0; shift ;;
     -h | --help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
@@ -49,6 +56,12 @@ if [[ -z "$rate" ]]; then
   rate=$((max / 2))
   rate_source="half of the newest bench/ingest.sh maximum ($max rows/s)"
 fi
+vm=/proc/sys/vm
+if [[ -n "$dirty_background_mb" ]]; then
+  [[ "$dirty_background_mb" =~ ^[1-9][0-9]*$ ]] ||
+    die "--dirty-background-mb must be a positive number of MiB, got '$dirty_background_mb'"
+  [[ -w "$vm/dirty_background_bytes" ]] || die "--dirty-background-mb needs root (it writes $vm/dirty_background_bytes)"
+fi
 interval_ms=$((vehicles * 1000 / rate))
 ((interval_ms >= 1)) || interval_ms=1
 
@@ -59,9 +72,19 @@ group="bench-fresh-$tag"
 work="$(mktemp -d "${TMPDIR:-/tmp}/trackd-bench-fresh.XXXXXX")"
 trackd_pid=""
 watch_pid=""
+dirty_pid=""
+saved_background_bytes=""
+saved_background_ratio=""
 cleanup() {
   local rc=$?
   [[ -n "$watch_pid" ]] && kill -TERM "$watch_pid" 2>/dev/null && wait "$watch_pid" 2>/dev/null
+  [[ -n "$dirty_pid" ]] && kill -TERM "$dirty_pid" 2>/dev/null && wait "$dirty_pid" 2>/dev/null
+  # Writing one of the pair zeroes the other, so only the one that was set goes back.
+  if [[ "$saved_background_bytes" == 0 ]]; then
+    echo "$saved_background_ratio" >"$vm/dirty_background_ratio"
+  elif [[ -n "$saved_background_bytes" ]]; then
+    echo "$saved_background_bytes" >"$vm/dirty_background_bytes"
+  fi
   if [[ -n "$trackd_pid" ]] && kill -0 "$trackd_pid" 2>/dev/null; then
     kill -TERM "$trackd_pid" 2>/dev/null || true
     wait "$trackd_pid" 2>/dev/null || true
@@ -81,6 +104,11 @@ machine="$(machine_description)"
 commit="$(git_describe)"
 trackd_settings="$(env | grep -E '^TRACKD_(BATCH|VALIDATE|POSTGIS|KAFKA_PROPERTIES)_' | sort | tr '\n' ' ' || true)"
 
+if [[ -n "$dirty_background_mb" ]]; then
+  saved_background_bytes="$(cat "$vm/dirty_background_bytes")"
+  saved_background_ratio="$(cat "$vm/dirty_background_ratio")"
+  echo $((dirty_background_mb * 1048576)) >"$vm/dirty_background_bytes"
+fi
 create_topic "$topic" "$partitions"
 create_db "$db"
 if ((today_current_state)); then
@@ -105,6 +133,9 @@ sleep 1 # let the consumer fetch from every partition
 "$bench_bin/bench/trackd-bench-watch" --dsn "$dsn" --group "$group" --topic "$topic" \
   --log "$work/commits.log" --interval-ms 20 --timeout-s $((duration + 600)) >"$work/watch.out" &
 watch_pid=$!
+# The page cache waiting to be written back, each second while the fleet produces.
+(while :; do awk '/^Dirty:/ { print $2 }' /proc/meminfo; sleep 1; done) >"$work/dirty_kib.txt" &
+dirty_pid=$!
 m0="$(machine_jiffies)"
 c0="$(cpu_of "$trackd_pid")"
 pg0="$(pg_cpu_total)"
@@ -122,6 +153,9 @@ m1="$(machine_jiffies)"
 c1="$(cpu_of "$trackd_pid")"
 pg1="$(pg_cpu_total)"
 trackd_rss_kib="$(peak_rss_kib "$trackd_pid")"
+kill -TERM "$dirty_pid"
+wait "$dirty_pid" || true
+dirty_pid=""
 kill -TERM "$watch_pid"
 wait "$watch_pid" || true
 watch_pid=""
@@ -146,7 +180,8 @@ current_state=$(psql_at "$db" -c "
 stop_trackd || true
 
 "$bench_bin/bench/trackd-bench-freshness" --brokers "$brokers" --topic "$topic" \
-  --log "$work/commits.log" --skip-first-s "$skip_first" >"$work/fresh.out" ||
+  --log "$work/commits.log" --skip-first-s "$skip_first" --series "$work/series.txt" \
+  >"$work/fresh.out" ||
   die "freshness report failed: $(cat "$work/fresh.out")"
 busy=$(busy_share "$m0" "$m1")
 achieved=$(calc "$sent / $elapsed" %.0f)
@@ -163,6 +198,8 @@ report="$work/report.md"
   echo "| $(kv "$work/fresh.out" measured) | $(kv "$work/fresh.out" p50_ms) | $(kv "$work/fresh.out" p90_ms) | $(kv "$work/fresh.out" p99_ms) | $(kv "$work/fresh.out" p999_ms) | $(kv "$work/fresh.out" max_ms) | $(kv "$work/fresh.out" mean_ms) |"
   echo
   echo "- kept up: median $(kv "$work/fresh.out" p50_first_10s_ms) ms for the first 10 s produced, $(kv "$work/fresh.out" p50_last_10s_ms) ms for the last 10 s (it grows when trackd falls behind)"
+  echo "- p99 of each second of production, in order (ms): $(awk '{ printf "%s%.0f", (NR > 1 ? " " : ""), $4 }' "$work/series.txt")"
+  echo "- kernel writeback: vm.dirty_background_bytes $(cat "$vm/dirty_background_bytes")${dirty_background_mb:+ (--dirty-background-mb)}, dirty_background_ratio $(cat "$vm/dirty_background_ratio"), dirty_expire_centisecs $(cat "$vm/dirty_expire_centisecs"); dirty page cache at most $(sort -n "$work/dirty_kib.txt" | tail -n 1 | awk '{ printf "%.0f", $1 / 1024 }') MiB during the run"
   echo "- batches: $(psql_at "$db" -c 'SELECT count(DISTINCT ingest_batch_id) FROM trackd.vehicle_telemetry_history' 2>/dev/null || echo '?'); the database's statements (pg_stat_statements):"
   echo
   echo '```'

@@ -1,7 +1,7 @@
 // trackd-bench-freshness: how long each message took from the producer to a committed
 // PostgreSQL transaction (bench/freshness, docs/benchmarks.md).
 //
-//   trackd-bench-freshness --brokers B --topic T --log FILE [--skip-first-s S]
+//   trackd-bench-freshness --brokers B --topic T --log FILE [--skip-first-s S] [--series OUT]
 //
 // FILE is trackd-bench-watch's log: "seen_us previous_poll_us partition next_offset" each time
 // trackd.kafka_offsets moved. Every message of the topic is read back from Kafka for its
@@ -10,7 +10,9 @@
 // no later than seen_us. Freshness = seen_us - timestamp (an upper bound; the poll interval
 // is the resolution). Messages produced in the first --skip-first-s seconds are left out
 // (warm-up). Prints key=value lines (milliseconds), with the median of the first and of the last
-// 10 s of production: it grows when trackd falls behind.
+// 10 s of production: it grows when trackd falls behind. --series writes one line per second of
+// production, "second count p50_ms p99_ms max_ms" (second 0 = the first message measured), to
+// find where in a run the tail comes from.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -42,14 +44,14 @@ double percentile(std::vector<double>& v, double q) {
 int usage() {
     std::fprintf(stderr,
                  "usage: trackd-bench-freshness --brokers B --topic T --log FILE "
-                 "[--skip-first-s S]\n");
+                 "[--skip-first-s S] [--series OUT]\n");
     return 2;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string brokers, topic, log_path;
+    std::string brokers, topic, log_path, series_path;
     double skip_first_s = 0;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -62,6 +64,8 @@ int main(int argc, char** argv) {
             log_path = argv[++i];
         } else if (a == "--skip-first-s" && has) {
             skip_first_s = std::atof(argv[++i]);
+        } else if (a == "--series" && has) {
+            series_path = argv[++i];
         } else {
             return usage();
         }
@@ -125,8 +129,9 @@ int main(int argc, char** argv) {
     long long first_ts_ms = -1;
     std::vector<double> upper;
     std::vector<double> lower;
-    std::vector<double> first_window;  // produced in the first 10 s measured
-    std::vector<double> last_window;   // produced in the last 10 s
+    std::vector<double> first_window;                    // produced in the first 10 s measured
+    std::vector<double> last_window;                     // produced in the last 10 s
+    std::map<long long, std::vector<double>> by_second;  // by the second it was produced in
     struct Pending {
         long long ts_ms;
         int partition;
@@ -180,6 +185,7 @@ int main(int argc, char** argv) {
         upper.push_back(ms);
         if (m.ts_ms < skip_before_ms + 10000) first_window.push_back(ms);
         if (m.ts_ms >= last_ts_ms - 10000) last_window.push_back(ms);
+        if (!series_path.empty()) by_second[(m.ts_ms - skip_before_ms) / 1000].push_back(ms);
         lower.push_back(std::max(
             0.0, static_cast<double>(it->previous_us) / 1000.0 - static_cast<double>(m.ts_ms)));
     }
@@ -199,5 +205,14 @@ int main(int argc, char** argv) {
     // Whether trackd kept up: freshness grows from the first window to the last when it did not.
     std::printf("p50_first_10s_ms=%.1f\np50_last_10s_ms=%.1f\n", percentile(first_window, 0.5),
                 percentile(last_window, 0.5));
+    if (!series_path.empty()) {
+        std::ofstream out(series_path);
+        for (auto& [second, v] : by_second) {
+            char line[128];
+            std::snprintf(line, sizeof line, "%lld %zu %.1f %.1f %.1f\n", second, v.size(),
+                          percentile(v, 0.5), percentile(v, 0.99), percentile(v, 1.0));
+            out << line;
+        }
+    }
     return uncommitted == 0 ? 0 : 3;
 }
