@@ -15,7 +15,8 @@
 # --dirty-background-mb N sets the kernel's vm.dirty_background_bytes to N MiB for the run (as
 # root; put back afterwards): Linux then writes dirty page cache back as it goes, where by default
 # it lets it pile up for vm.dirty_expire_centisecs (30 s) and writes it at once, and a COMMIT's
-# WAL flush waits behind that (docs/benchmarks.md, "Freshness: the kernel's writeback").
+# WAL flush waits behind that (docs/benchmarks.md, "Freshness: the kernel's writeback every
+# 30 s").
 #
 # Method: trackd stores no commit time, so trackd-bench-watch polls trackd.kafka_offsets every
 # 20 ms on its own connection and logs when each partition's committed offset moved; every
