@@ -9,7 +9,8 @@
 # Produces the messages (trackd-fleet), ingests them once with trackd and exports its committed
 # batches (trackd-bench-copy-limit export: each batch's rows in the order trackd's sink sends
 # them, (vehicle, time) by default, or with --order space in the Morton order of the position, as
-# it does under postgis.defer_indexes). Then, in a scratch database, --repeat times (default 2), everything alternated:
+# it does under postgis.defer_indexes). Then, in a scratch database, --repeat times (default 2),
+# everything alternated:
 #   - the batches COPYed one transaction each, on one connection, into a plain table with the
 #     history's columns and no index, and into one table per index that has just that index;
 #     the backend's CPU beyond the plain table's is what keeping the index row by row costs;
