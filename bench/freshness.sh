@@ -86,10 +86,7 @@ cleanup() {
   elif [[ -n "$saved_background_bytes" ]]; then
     echo "$saved_background_bytes" >"$vm/dirty_background_bytes"
   fi
-  if [[ -n "$trackd_pid" ]] && kill -0 "$trackd_pid" 2>/dev/null; then
-    kill -TERM "$trackd_pid" 2>/dev/null || true
-    wait "$trackd_pid" 2>/dev/null || true
-  fi
+  [[ -z "$trackd_pid" ]] || (stop_trackd) || true  # a subshell: see bench_scratch_cleanup
   drop_db "$db"
   delete_topic "$topic"
   if ((rc != 0)); then say "failed (exit $rc); logs kept in $work"; else rm -rf -- "$work"; fi
