@@ -320,7 +320,13 @@ std::optional<Message> KafkaSource::poll(std::chrono::milliseconds timeout) {
             refresh_lag();
         }
     }
-    rd_kafka_message_t* m = rd_kafka_consumer_poll(rk_, static_cast<int>(timeout.count()));
+    // Without waiting first: librdkafka reads the clock four times in a poll that may wait and
+    // once in one that may not, which was 8% of the poll thread's CPU on a backlog. Only when
+    // nothing is there does the poll wait, up to `timeout`.
+    rd_kafka_message_t* m = rd_kafka_consumer_poll(rk_, 0);
+    if (m == nullptr && !callback_error_ && timeout.count() > 0) {
+        m = rd_kafka_consumer_poll(rk_, static_cast<int>(timeout.count()));
+    }
     if (m == nullptr) polls_since_clock_ = 1024;
     if (callback_error_) {
         if (m != nullptr) rd_kafka_message_destroy(m);

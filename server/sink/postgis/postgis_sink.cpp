@@ -517,7 +517,8 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
         // committed position.
         const GeofenceWork geofence = detect_geofence_events(conn, b);
 
-        CopyEncoder enc;
+        if (!encoder_) encoder_ = std::make_unique<CopyEncoder>();
+        CopyEncoder& enc = *encoder_;
         if (!b.rows.empty()) {
             // History in (vehicle, time) order: consecutive rows go to neighbouring entries of
             // the (vehicle_id, recorded_at) btree (the GiST gains little). It costs PostgreSQL

@@ -51,6 +51,8 @@ struct HistoryPartition {
 std::vector<int> route_to_partitions(const std::vector<HistoryPartition>& partitions,
                                      const std::vector<std::int64_t>& times);
 
+class CopyEncoder;
+
 class PostgisSink final : public Sink {
   public:
     PostgisSink(const config::Config& config, std::string application_name);
@@ -85,6 +87,9 @@ class PostgisSink final : public Sink {
     const config::Config& config_;
     std::string application_name_;
     std::unique_ptr<db::Connection> conn_;
+    // The COPY data of a batch, kept between batches: a fresh megabyte for each batch cost
+    // its page faults every time.
+    std::unique_ptr<CopyEncoder> encoder_;
     std::set<std::int64_t> partitions_known_;  // interval starts (us) known to exist
     // After partition DDL timed out on a lock: not before this time again.
     std::chrono::steady_clock::time_point ddl_retry_at_{};
