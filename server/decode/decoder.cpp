@@ -147,6 +147,24 @@ bool is_plain_string(std::string_view token) {
            std::memchr(token.data(), '\\', token.size()) == nullptr;
 }
 
+// A JSON number token without exponent and with at most 15 digits, such as 87.3 or -12: always
+// a finite double and a numeric jsonb stores as written, so it needs no parse to be accepted.
+bool is_short_plain_number(std::string_view s) {
+    std::size_t i = s.empty() || s.front() != '-' ? 0 : 1;
+    const std::size_t int_begin = i;
+    while (i < s.size() && is_digit(s[i])) ++i;
+    const std::size_t int_digits = i - int_begin;
+    if (int_digits == 0 || (int_digits > 1 && s[int_begin] == '0')) return false;
+    std::size_t digits = int_digits;
+    if (i < s.size() && s[i] == '.') {
+        const std::size_t fraction_begin = ++i;
+        while (i < s.size() && is_digit(s[i])) ++i;
+        if (i == fraction_begin) return false;
+        digits += i - fraction_begin;
+    }
+    return i == s.size() && digits <= 15;
+}
+
 std::string_view trim_right(std::string_view s) {
     while (!s.empty() &&
            (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' || s.back() == '\r')) {
@@ -508,6 +526,7 @@ class MessageReader {
         const char c = raw.front();
         if (c == '"') return is_plain_string(raw);
         if (c == '-' || is_digit(c)) {
+            if (is_short_plain_number(raw)) return true;
             double d = 0;
             return raw.size() < 1000 && raw.find_first_of("eE") == std::string_view::npos &&
                    v.get_double().get(d) == simdjson::SUCCESS;
@@ -602,9 +621,11 @@ std::variant<DecodedMessage, core::Rejection> Decoder::decode(std::string_view p
 
     MessageReader reader(s.attributes);
     for (auto result : object) {
-        od::field field;
-        if (auto e = std::move(result).get(field)) return malformed(e);
-        if (!reader.read(field)) return reader.take_syntax_error();
+        if (auto e = result.error()) return malformed(e);
+        // The field in place: moving it out into another od::field made the processor wait
+        // for the stores it had just made (a 16-byte load over two narrower stores), about a
+        // tenth of the decode (bench/RESULTS.md, 2026-12-06).
+        if (!reader.read(result.value_unsafe())) return reader.take_syntax_error();
     }
     // current_location() fails with OUT_OF_BOUNDS exactly when nothing follows the object.
     if (doc.current_location().error() == simdjson::SUCCESS) {

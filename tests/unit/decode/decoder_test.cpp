@@ -85,6 +85,19 @@ TEST(Decoder, AttributesKeepRawValuesAndKeys) {
                                  R"("d":-0.0e+1,"e":[],"f":{},"g":true})");
 }
 
+// Numbers up to 15 digits are taken as written without a parse, longer ones after one: both
+// kept as written.
+TEST(Decoder, AttributeNumbersAreKeptAsWritten) {
+    Decoder d(kMaxPayload);
+    const auto m = decoded(d, with(R"(,"a":-0,"b":87.3,"c":123456789012345,"d":1234567890.1234567,)"
+                                   R"("e":0.000000000000001,"f":-10)"));
+    EXPECT_EQ(m.attributes_json, R"({"a":-0,"b":87.3,"c":123456789012345,)"
+                                 R"("d":1234567890.1234567,"e":0.000000000000001,"f":-10})");
+    EXPECT_EQ(code_of(d, with(R"(,"a":1.5.5)")), "malformed_json");
+    EXPECT_EQ(code_of(d, with(R"(,"a":-01)")), "malformed_json");
+    EXPECT_EQ(code_of(d, with(R"(,"a":1-2)")), "malformed_json");
+}
+
 TEST(Decoder, DecoderIsReusable) {
     Decoder d(kMaxPayload);
     EXPECT_EQ(decoded(d, with(R"(,"a":1)")).attributes_json, R"({"a":1})");
