@@ -782,3 +782,93 @@ VALUES ('veh-1', now(), ST_SetSRID(ST_MakePoint(13, 52, 0), 4326), 1, 0, 1);
 }
 
 }  // namespace trackd::test
+
+namespace trackd::test {
+namespace {
+
+// V0018: PostgreSQL 15 plans an index-only scan on a PostGIS SP-GiST (which keeps boxes, not
+// geometries) for a query that needs no column, such as count(*) once VACUUM has marked the
+// pages all-visible, and the backend then crashes or allocates gigabytes. The migration makes
+// those indexes partial (IS NOT NULL), which a bare count(*) does not imply. Only EXPLAIN runs
+// before it: the crash would restart every session of the shared test server.
+TEST(Migrations, V0018KeepsCountOffTheSpGistIndexesAndBoxesOnThem) {
+    TestDatabase db("mig_spgist_partial");
+    apply_with_psql(db, 17);
+    db::Connection conn(db.dsn(), "test");
+    conn.exec_script(R"SQL(
+SELECT trackd.create_history_partitions('2099-01-01T00:00:00Z', '2099-01-02T00:00:00Z');
+INSERT INTO trackd.vehicle_telemetry_history (vehicle_id, recorded_at, geom, ingest_batch_id,
+  kafka_partition, kafka_offset)
+SELECT 'veh-' || (i % 100), '2099-01-01T00:00:00Z'::timestamptz + i * interval '1 s',
+       ST_SetSRID(ST_MakePoint(13.0 + (i % 50) * 0.001, 52.0 + (i / 50) * 0.001, 0), 4326), 1, 0, i
+  FROM generate_series(1, 3000) i;
+INSERT INTO trackd.vehicle_current_state (vehicle_id, last_updated, geom, ingest_batch_id,
+  kafka_partition, kafka_offset)
+SELECT 'veh-' || i, '2099-01-01T00:00:00Z', ST_SetSRID(ST_MakePoint(13.0 + i * 0.001, 52.0, 0),
+       4326), 1, 0, i
+  FROM generate_series(1, 400) i;
+)SQL");
+    const std::string partition = "vehicle_telemetry_history_p20990101";
+    const auto predicates = [&] {
+        return conn
+            .query(
+                "SELECT string_agg(i.relname || ':' || coalesce(pg_get_expr(x.indpred, "
+                "x.indrelid), '-'), ',' ORDER BY i.relname) FROM pg_index x JOIN pg_class i ON "
+                "i.oid = x.indexrelid JOIN pg_am am ON am.oid = i.relam WHERE am.amname = "
+                "'spgist' AND x.indrelid IN ('trackd." +
+                partition + "'::regclass, 'trackd.vehicle_current_state'::regclass)")
+            .at(0, 0);
+    };
+    ASSERT_EQ(predicates(),
+              "vehicle_current_state_cell_corner_spgist:-," + partition + "_geom_spgist:-");
+    const auto plan = [&](const std::string& query) {
+        conn.exec_script("SET enable_seqscan = off");
+        std::string out;
+        const auto r = conn.query("EXPLAIN " + query);
+        for (int i = 0; i < r.rows(); ++i) out += r.at(i, 0) + "\n";
+        conn.exec_script("RESET enable_seqscan");
+        return out;
+    };
+    // As on an open partition under postgis.defer_indexes: no btree to count through instead.
+    conn.exec_script("DROP INDEX trackd." + partition + "_vehicle_time_idx");
+    conn.exec_script("VACUUM (ANALYZE) trackd." + partition);
+    const std::string count_history = "SELECT count(*) FROM trackd." + partition;
+    ASSERT_NE(plan(count_history).find("Index Only Scan using " + partition + "_geom_spgist"),
+              std::string::npos);  // the plan that crashes
+
+    apply_with_psql(db, 18, 18);
+    apply_with_psql(db, 18, 18);  // twice: nothing left to do
+    EXPECT_EQ(predicates(), "vehicle_current_state_cell_corner_spgist:(cell_corner IS NOT NULL)," +
+                                partition + "_geom_spgist:(geom IS NOT NULL)");
+    conn.exec_script("VACUUM (ANALYZE) trackd." + partition);
+    conn.exec_script("VACUUM (ANALYZE) trackd.vehicle_current_state");
+    for (const std::string& query :
+         {count_history, std::string("SELECT count(*) FROM trackd.vehicle_telemetry_history"),
+          std::string("SELECT count(*) FROM trackd.vehicle_current_state")}) {
+        EXPECT_EQ(plan(query).find("spgist"), std::string::npos) << plan(query);
+    }
+    EXPECT_EQ(conn.query(count_history).at(0, 0), "3000");
+    EXPECT_EQ(conn.query("SELECT count(*) FROM trackd.vehicle_current_state").at(0, 0), "400");
+    // Boxes still go through the indexes.
+    const std::string box = "ST_MakeEnvelope(13.0, 52.0, 13.01, 52.01, 4326)";
+    EXPECT_NE(plan("SELECT vehicle_id FROM trackd." + partition + " WHERE geom && " + box)
+                  .find(partition + "_geom_spgist"),
+              std::string::npos);
+    EXPECT_NE(plan("SELECT vehicle_id FROM trackd.vehicle_current_state WHERE cell_corner && "
+                   "trackd.cell_corners_for(" +
+                   box + ") AND geom && " + box)
+                  .find("vehicle_current_state_cell_corner_spgist"),
+              std::string::npos);
+    // A partition made from now on gets the partial index.
+    conn.query(
+        "SELECT trackd.create_history_partitions('2099-01-02T00:00:00Z', "
+        "'2099-01-03T00:00:00Z')");
+    EXPECT_EQ(conn.query("SELECT pg_get_expr(x.indpred, x.indrelid) FROM pg_index x WHERE "
+                         "x.indexrelid = "
+                         "'trackd.vehicle_telemetry_history_p20990102_geom_spgist'::regclass")
+                  .at(0, 0),
+              "(geom IS NOT NULL)");
+}
+
+}  // namespace
+}  // namespace trackd::test
