@@ -148,7 +148,7 @@ bool is_plain_string(std::string_view token) {
 }
 
 // A JSON number token without exponent and with at most 15 digits, such as 87.3 or -12: always
-// a finite double and a numeric jsonb stores as written, so it needs no parse to be accepted.
+// a finite double and a numeric jsonb can store, so it needs no parse to be accepted.
 bool is_short_plain_number(std::string_view s) {
     std::size_t i = s.empty() || s.front() != '-' ? 0 : 1;
     const std::size_t int_begin = i;
