@@ -147,24 +147,6 @@ bool is_plain_string(std::string_view token) {
            std::memchr(token.data(), '\\', token.size()) == nullptr;
 }
 
-// A JSON number token without exponent and with at most 15 digits, such as 87.3 or -12: always
-// a finite double and a numeric jsonb can store, so it needs no parse to be accepted.
-bool is_short_plain_number(std::string_view s) {
-    std::size_t i = s.empty() || s.front() != '-' ? 0 : 1;
-    const std::size_t int_begin = i;
-    while (i < s.size() && is_digit(s[i])) ++i;
-    const std::size_t int_digits = i - int_begin;
-    if (int_digits == 0 || (int_digits > 1 && s[int_begin] == '0')) return false;
-    std::size_t digits = int_digits;
-    if (i < s.size() && s[i] == '.') {
-        const std::size_t fraction_begin = ++i;
-        while (i < s.size() && is_digit(s[i])) ++i;
-        if (i == fraction_begin) return false;
-        digits += i - fraction_begin;
-    }
-    return i == s.size() && digits <= 15;
-}
-
 std::string_view trim_right(std::string_view s) {
     while (!s.empty() &&
            (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' || s.back() == '\r')) {
@@ -520,16 +502,15 @@ class MessageReader {
     }
 
     // Common attribute values that need no full check: plain strings, literals, and numbers
-    // without exponent that simdjson reads as doubles (short enough for jsonb's numeric scale).
-    static bool is_plainly_valid(od::value& v, std::string_view raw) {
+    // without exponent that fit a double (short enough for jsonb's numeric scale).
+    static bool is_plainly_valid(std::string_view raw) {
         if (raw.empty()) return false;
         const char c = raw.front();
         if (c == '"') return is_plain_string(raw);
         if (c == '-' || is_digit(c)) {
-            if (is_short_plain_number(raw)) return true;
-            double d = 0;
+            // The grammar and the range by hand (json_check): get_double's division cost more.
             return raw.size() < 1000 && raw.find_first_of("eE") == std::string_view::npos &&
-                   v.get_double().get(d) == simdjson::SUCCESS;
+                   classify_number(raw) == NumberClass::finite;
         }
         return raw == "true" || raw == "false" || raw == "null";
     }
@@ -537,7 +518,7 @@ class MessageReader {
     bool read_attribute(od::value& v, std::string_view token) {
         std::string_view raw;
         if (!raw_value(v, token, raw)) return false;
-        const JsonCheck check = is_plainly_valid(v, raw) ? JsonCheck{} : check_json_value(raw);
+        const JsonCheck check = is_plainly_valid(raw) ? JsonCheck{} : check_json_value(raw);
         switch (check.problem) {
             case JsonProblem::none:
                 break;

@@ -7,14 +7,12 @@
 
 #include "trackd/db/connection.hpp"
 
+#include "support/bytes.hpp"
+
 namespace trackd::db {
 namespace {
 
-std::string bytes(std::initializer_list<int> b) {
-    std::string s;
-    for (const int c : b) s += static_cast<char>(c);
-    return s;
-}
+using test::bytes;
 
 TEST(BinaryValues, IntegersFloatsAndTimestampsInNetworkOrder) {
     EXPECT_EQ(binary::int4(bytes({0xff, 0xff, 0xff, 0xfe})), -2);

@@ -85,8 +85,8 @@ TEST(Decoder, AttributesKeepRawValuesAndKeys) {
                                  R"("d":-0.0e+1,"e":[],"f":{},"g":true})");
 }
 
-// Numbers up to 15 digits are taken as written without a parse, longer ones after one: both
-// kept as written.
+// Attribute numbers are checked by the JSON number grammar and range without being parsed, and
+// kept as written, short or long.
 TEST(Decoder, AttributeNumbersAreKeptAsWritten) {
     Decoder d(kMaxPayload);
     const auto m = decoded(d, with(R"(,"a":-0,"b":87.3,"c":123456789012345,"d":1234567890.1234567,)"

@@ -7,14 +7,12 @@
 
 #include <gtest/gtest.h>
 
+#include "support/bytes.hpp"
+
 namespace trackd::sink::postgis {
 namespace {
 
-std::string bytes(std::initializer_list<int> b) {
-    std::string s;
-    for (const int c : b) s += static_cast<char>(c);
-    return s;
-}
+using test::bytes;
 
 TEST(CopyEncoder, HeaderRowsAndTrailerAreInPostgresqlsBinaryCopyFormat) {
     CopyEncoder enc;
