@@ -14,6 +14,29 @@ api_token="bench-read-token-0123456789"
 api_trackd="$api_repo/build/release/server/trackd"
 api_results="$api_repo/bench/RESULTS.md"
 api_trackd_pid=""
+api_record=1
+
+# api_options SCRIPT ARGS...: the options both benchmarks take (the rest is environment knobs):
+# --no-record (print the table, leave bench/RESULTS.md alone) and -h/--help (SCRIPT's header).
+api_options() {
+  local script="$1"
+  shift
+  while (($#)); do
+    case "$1" in
+      --no-record) api_record=0; shift ;;
+      -h | --help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$script"; exit 0 ;;
+      *) echo "unknown option $1 (see $script --help)" >&2; exit 2 ;;
+    esac
+  done
+}
+# api_report NAME TABLE: prints TABLE and, unless --no-record, appends it to bench/RESULTS.md.
+api_report() {
+  printf '%s\n' "$2"
+  if ((api_record)); then
+    printf '%s\n' "$2" >>"$api_results"
+    echo "$1 bench: appended to bench/RESULTS.md"
+  fi
+}
 
 # api_prepare NAME: the tools and the build are there, the local services run; sets $api_load
 # (the load average at the start) and $api_work (a scratch folder, removed at exit with trackd

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The HTTP API benchmark: trackd's API against the same SQL run straight in PostgreSQL.
 #
-#   bash bench/api/run.sh          # needs a release build (cmake --preset release && cmake --build --preset release)
+#   bash bench/api/run.sh [--no-record]   # needs a release build (cmake --preset release && cmake --build --preset release)
 #
 # Loads 100,000 vehicles in current state and 100 geofences into a fresh database
 # (bench/api/load.sql), starts `trackd run` with the API on 127.0.0.1:${BENCH_PORT:-18181}, then for
@@ -25,6 +25,7 @@ port="${BENCH_PORT:-18181}"
 db="trackd_bench_api"
 # shellcheck source=bench/api/lib.sh
 source "$here/lib.sh"
+api_options "${BASH_SOURCE[0]}" "$@"
 
 api_prepare api
 echo "api bench: loading 100,000 vehicles and 100 geofences into $db"
@@ -57,6 +58,4 @@ ${rows[nearby]}
 ${rows[inside]}
 TABLE
 )
-printf '%s\n' "$table" >>"$api_results"
-printf '%s\n' "$table"
-echo "api bench: appended to bench/RESULTS.md"
+api_report api "$table"

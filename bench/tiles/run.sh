@@ -3,7 +3,7 @@
 # run straight in PostgreSQL by pgbench, at 100,000 vehicles, zooms 6, 10 and 14, side by side in
 # one run.
 #
-#   bash bench/tiles/run.sh        # needs a release build
+#   bash bench/tiles/run.sh [--no-record]   # needs a release build
 #
 # Loads bench/api/load.sql (100,000 vehicles uniformly over lon 5..15, lat 45..55) into a fresh
 # database, starts `trackd run` with the API, then per zoom: wrk with random tiles of the region
@@ -30,6 +30,7 @@ topic="trackd-bench-tiles"
 fleet="$repo/build/release/tools/trackd-fleet"
 # shellcheck source=bench/api/lib.sh
 source "$repo/bench/api/lib.sh"
+api_options "${BASH_SOURCE[0]}" "$@"
 dsn="$(api_dsn "$db")"
 
 fleet_pid=""
@@ -101,6 +102,4 @@ ${rows[10]}
 ${rows[14]}
 TABLE
 )
-printf '%s\n' "$table" >>"$api_results"
-printf '%s\n' "$table"
-echo "tiles bench: appended to bench/RESULTS.md"
+api_report tiles "$table"
