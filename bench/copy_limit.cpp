@@ -61,9 +61,11 @@ constexpr const char* kStageColumns =
 
 // The upsert of server/sink/postgis/postgis_sink.cpp as the performance issue measured it
 // (ORDER BY vehicle_id: one lock order for concurrent connections). trackd now sorts by
-// vehicle_id COLLATE "C" (the same order on a C or C.UTF-8 database) and COPYs a batch of
-// vehicles it has never seen straight into the current state: the limit of trackd's own
-// design does neither, so on the each-vehicle-once workload it is a conservative limit.
+// vehicle_id COLLATE "C" (the same order on a C or C.UTF-8 database), COPYs a batch of
+// vehicles it has never seen straight into the current state, and UPDATEs the stored vehicles
+// before it upserts the rest: the limit of trackd's own design does none of these, so it is a
+// conservative limit where the current state is much of the work (each vehicle once, live
+// streams).
 constexpr const char* kUpsert =
     "INSERT INTO trackd.vehicle_current_state AS s (vehicle_id, last_updated, geom, "
     "speed_kmh, heading_deg, accuracy_m, attributes, ingest_batch_id, "

@@ -69,6 +69,36 @@ class PostgisSinkTest : public ::testing::Test {
         return b;
     }
 
+    // (vehicle, seconds after t, first seen) of each row of a partition-0 batch whose offsets
+    // start at first_offset, in this order; longitude 13.4 + 0.001 * seconds.
+    using Staged = std::tuple<std::string, int, bool>;
+    static batch::Batch staged_batch(std::int64_t t, std::int64_t first_offset,
+                                     const std::vector<Staged>& rows) {
+        batch::Batch b;
+        std::int64_t o = first_offset;
+        for (const auto& [vehicle, seconds, first] : rows) {
+            batch::Row r;
+            r.position.vehicle_id = vehicle;
+            r.position.recorded_at_us = t + seconds * 1000000LL;
+            r.position.longitude = 13.4 + 0.001 * seconds;
+            r.position.latitude = 52.5;
+            r.partition = 0;
+            r.offset = o++;
+            r.first_seen = first;
+            b.rows.push_back(r);
+        }
+        b.next_offsets[0] = o;
+        return b;
+    }
+
+    // The current state as "vehicle:offset:longitude,..." in id order.
+    std::string current_state() {
+        return value(
+            "SELECT string_agg(vehicle_id || ':' || kafka_offset || ':' || "
+            "round(ST_X(geom)::numeric, 3), ',' ORDER BY vehicle_id) "
+            "FROM trackd.vehicle_current_state");
+    }
+
     TestDatabase db_;
     config::Config config_;
 };
@@ -197,36 +227,14 @@ TEST_F(PostgisSinkTest, FirstSeenVehiclesAreInsertedAndOnesAlreadyStoredGoThroug
     };
     const auto before = fallbacks();
     const auto t = now_us() - 60000000;
-    // vehicle, seconds after t, first seen; offsets 0.. in this order.
-    const auto batch_of = [&](std::int64_t first_offset,
-                              const std::vector<std::tuple<std::string, int, bool>>& rows) {
-        batch::Batch b;
-        std::int64_t o = first_offset;
-        for (const auto& [vehicle, seconds, first] : rows) {
-            batch::Row r;
-            r.position.vehicle_id = vehicle;
-            r.position.recorded_at_us = t + seconds * 1000000LL;
-            r.position.longitude = 13.4 + 0.001 * seconds;
-            r.position.latitude = 52.5;
-            r.partition = 0;
-            r.offset = o++;
-            r.first_seen = first;
-            b.rows.push_back(r);
-        }
-        b.next_offsets[0] = o;
-        return b;
-    };
-    const auto state = [&] {
-        return value(
-            "SELECT string_agg(vehicle_id || ':' || kafka_offset || ':' || "
-            "round(ST_X(geom)::numeric, 3), ',' ORDER BY vehicle_id) "
-            "FROM trackd.vehicle_current_state");
+    const auto batch_of = [&](std::int64_t first_offset, const std::vector<Staged>& rows) {
+        return staged_batch(t, first_offset, rows);
     };
 
     // v1 twice (first seen on its first row only: the staged, latest row is still new), v2 once.
     sink.commit(batch_of(0, {{"v1", 1, true}, {"v2", 2, true}, {"v1", 3, false}}),
                 {{0, Fence{1, -1}}});
-    EXPECT_EQ(state(), "v1:2:13.403,v2:1:13.402");
+    EXPECT_EQ(current_state(), "v1:2:13.403,v2:1:13.402");
     EXPECT_EQ(fallbacks(), before);
 
     // v3 and v4 written by someone else: v3 newer than the batch's row, v4 older.
@@ -243,14 +251,44 @@ TEST_F(PostgisSinkTest, FirstSeenVehiclesAreInsertedAndOnesAlreadyStoredGoThroug
     // v3 and v4 seen for the first time by this writer, v5 too (not stored).
     sink.commit(batch_of(3, {{"v3", 10, true}, {"v4", 11, true}, {"v5", 12, true}}),
                 {{0, Fence{1, 3}}});
-    EXPECT_EQ(state(), "v1:2:13.403,v2:1:13.402,v3:77:1.000,v4:4:13.411,v5:5:13.412");
+    EXPECT_EQ(current_state(), "v1:2:13.403,v2:1:13.402,v3:77:1.000,v4:4:13.411,v5:5:13.412");
     const auto after_fallback = fallbacks();
     EXPECT_EQ(std::stod(after_fallback), std::stod(before == "absent" ? "0" : before) + 1);
 
     // v6 new, v1 known: the upsert.
     sink.commit(batch_of(6, {{"v6", 14, true}, {"v1", 15, false}}), {{0, Fence{1, 6}}});
-    EXPECT_EQ(state(), "v1:7:13.415,v2:1:13.402,v3:77:1.000,v4:4:13.411,v5:5:13.412,v6:6:13.414");
+    EXPECT_EQ(current_state(),
+              "v1:7:13.415,v2:1:13.402,v3:77:1.000,v4:4:13.411,v5:5:13.412,v6:6:13.414");
     EXPECT_EQ(fallbacks(), after_fallback);
+    EXPECT_EQ(value("SELECT count(*) FROM trackd.vehicle_telemetry_history"), "8");
+}
+
+// Vehicles already stored are UPDATEd and the rest go through the upsert, in one statement:
+// a stored vehicle moves forward, a newer stored position stays, a new vehicle is inserted, and
+// a vehicle trackd knows but whose row was deleted by hand (the UPDATE finds nothing) comes back.
+TEST_F(PostgisSinkTest, StoredVehiclesAreUpdatedAndTheRestUpserted) {
+    PostgisSink sink(config_, "trackd ingest test");
+    sink.claim({0});
+    const auto t = now_us() - 60000000;
+    sink.commit(staged_batch(t, 0, {{"v1", 1, true}, {"v2", 2, true}, {"v3", 3, true}}),
+                {{0, Fence{1, -1}}});
+    EXPECT_EQ(current_state(), "v1:0:13.401,v2:1:13.402,v3:2:13.403");
+    {
+        db::Connection conn(db_.dsn(), "test");
+        conn.query("DELETE FROM trackd.vehicle_current_state WHERE vehicle_id = 'v2'");
+        // v3 moved on meanwhile (another writer): newer than the batch below.
+        conn.query(
+            "UPDATE trackd.vehicle_current_state SET last_updated = last_updated + "
+            "interval '1 hour', kafka_offset = 99 WHERE vehicle_id = 'v3'");
+    }
+    sink.commit(staged_batch(t, 3,
+                             {{"v1", 10, false},
+                              {"v2", 11, false},
+                              {"v3", 12, false},
+                              {"v4", 13, true},
+                              {"v1", 14, false}}),
+                {{0, Fence{1, 3}}});
+    EXPECT_EQ(current_state(), "v1:7:13.414,v2:4:13.411,v3:99:13.403,v4:6:13.413");
     EXPECT_EQ(value("SELECT count(*) FROM trackd.vehicle_telemetry_history"), "8");
 }
 

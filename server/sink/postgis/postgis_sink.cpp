@@ -626,19 +626,38 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
                                 ") FROM STDIN (FORMAT binary)");
                 conn.copy_send(enc.data());
                 conn.copy_end();
-                // Only forward in time: an older position never replaces a newer one.
+                // Only forward in time: an older position never replaces a newer one. The
+                // vehicles already stored are UPDATEd first: an UPDATE ... FROM costs a quarter
+                // less per row than the upsert's speculative insertion, tuple lock and second
+                // computation of the generated cell (docs/benchmarks.md, "Current state: UPDATE
+                // first"). It reads the staging table in its order (byte order of the id, as
+                // COPYed), whether the plan is a nested loop over the primary key or a hash of
+                // the current state probed by the staged rows, so the lock order holds. The rest
+                // (new vehicles, and stored ones whose position is newer than the batch's) go
+                // through the upsert, which inserts the new ones and leaves the newer ones.
+                static const std::string set_staged =
+                    "last_updated = c.last_updated, geom = c.geom, speed_kmh = c.speed_kmh, "
+                    "heading_deg = c.heading_deg, accuracy_m = c.accuracy_m, "
+                    "attributes = c.attributes, ingest_batch_id = c.ingest_batch_id, "
+                    "kafka_partition = c.kafka_partition, kafka_offset = c.kafka_offset";
                 static const std::string upsert_staged =
-                    "INSERT INTO trackd.vehicle_current_state AS s (" + current_columns +
-                    ") SELECT " + current_columns +
-                    " FROM current_stage ORDER BY vehicle_id COLLATE \"C\" "
+                    "WITH updated AS (UPDATE trackd.vehicle_current_state s SET " + set_staged +
+                    " FROM current_stage c WHERE s.vehicle_id = c.vehicle_id "
+                    // trackd's total order: (recorded_at, offset); an equal time from a later
+                    // message wins, as it does inside a batch (batch::latest_per_vehicle).
+                    "AND (c.last_updated, c.kafka_offset) > (s.last_updated, s.kafka_offset) "
+                    "RETURNING s.vehicle_id) "
+                    "INSERT INTO trackd.vehicle_current_state AS s (" +
+                    current_columns + ") SELECT " + current_columns +
+                    " FROM current_stage c WHERE NOT EXISTS "
+                    "(SELECT 1 FROM updated u WHERE u.vehicle_id = c.vehicle_id) "
+                    "ORDER BY vehicle_id COLLATE \"C\" "
                     "ON CONFLICT (vehicle_id) DO UPDATE SET last_updated = EXCLUDED.last_updated, "
                     "geom = EXCLUDED.geom, speed_kmh = EXCLUDED.speed_kmh, "
                     "heading_deg = EXCLUDED.heading_deg, accuracy_m = EXCLUDED.accuracy_m, "
                     "attributes = EXCLUDED.attributes, ingest_batch_id = EXCLUDED.ingest_batch_id, "
                     "kafka_partition = EXCLUDED.kafka_partition, "
                     "kafka_offset = EXCLUDED.kafka_offset "
-                    // trackd's total order: (recorded_at, offset); an equal time from a later
-                    // message wins, as it does inside a batch (batch::latest_per_vehicle).
                     "WHERE (EXCLUDED.last_updated, EXCLUDED.kafka_offset) > "
                     "(s.last_updated, s.kafka_offset)";
                 conn.exec_script(upsert_staged);
