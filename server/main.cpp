@@ -85,7 +85,9 @@ trackd::db::Connection connect(const trackd::config::Config& config, const char*
 
 int cmd_migrate(const trackd::config::Config& config) {
     auto conn = connect(config, "migrate");
-    const auto report = trackd::db::migrate(conn);
+    trackd::db::MigrateOptions options;
+    options.lock_timeout_ms = config.postgis.ddl_lock_timeout_ms;
+    const auto report = trackd::db::migrate(conn, options);
     for (const auto& f : report.applied) trackd::core::log::info("applied", {{"file", f}});
     if (report.applied.empty()) {
         fmt::print("schema is up to date at version {}\n", report.version_after);

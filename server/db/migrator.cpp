@@ -1,6 +1,8 @@
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <regex>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -66,6 +68,29 @@ std::string checksum(Connection& conn, const std::string& text) {
 // SQLSTATE undefined_object, and how often a file is tried when it gets one.
 constexpr const char* kUndefinedObject = "42704";
 constexpr int kAttempts = 3;
+// SQLSTATE lock_not_available: a lock wait ran past lock_timeout.
+constexpr const char* kLockNotAvailable = "55P03";
+
+// The sessions that hold locks on trackd's tables in transactions older than `older_than_ms`:
+// who a timed-out lock wait was most likely waiting for (the wait itself is over by now).
+std::string lock_holders(Connection& conn, int older_than_ms) {
+    try {
+        const auto r = conn.query(
+            "SELECT string_agg(format('pid %s (application %L, %s for %s s: %L)', a.pid, "
+            "a.application_name, a.state, round(extract(epoch FROM now() - a.xact_start)), "
+            "left(a.query, 60)), '; ' ORDER BY a.xact_start) "
+            "FROM pg_stat_activity a WHERE a.pid <> pg_backend_pid() "
+            "AND a.xact_start < now() - make_interval(secs => $1::int / 1000.0) "
+            "AND EXISTS (SELECT 1 FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+            "WHERE l.pid = a.pid AND l.granted AND l.database = "
+            "(SELECT oid FROM pg_database WHERE datname = current_database()) "
+            "AND c.relnamespace = 'trackd'::regnamespace)",
+            {std::to_string(older_than_ms)});
+        return r.get(0, 0).value_or("none found (the holder has finished)");
+    } catch (const DbError& e) {
+        return std::string("not known (") + e.what() + ")";
+    }
+}
 
 class AdvisoryLock {
   public:
@@ -101,7 +126,7 @@ int current_schema_version(Connection& conn) {
     return std::stoi(r.at(0, 0));
 }
 
-MigrateReport migrate(Connection& conn) {
+MigrateReport migrate(Connection& conn, const MigrateOptions& options) {
     AdvisoryLock lock(conn);
     MigrateReport report;
     report.version_before = current_schema_version(conn);
@@ -131,7 +156,8 @@ MigrateReport migrate(Connection& conn) {
         }
         for (int attempt = 1;; ++attempt) {
             try {
-                conn.exec_script("BEGIN");
+                conn.exec_script(
+                    fmt::format("BEGIN; SET LOCAL lock_timeout = {}", options.lock_timeout_ms));
                 conn.exec_script(m.sql);
                 conn.query(
                     "INSERT INTO trackd.schema_migrations (version, name, checksum) "
@@ -156,6 +182,26 @@ MigrateReport migrate(Connection& conn) {
                         "beside it",
                         {{"file", m.file}, {"error", e.what()}});
                     continue;
+                }
+                // A lock held past the timeout (a long transaction, a frozen session): the
+                // file gives way, so that the table's other users do not queue behind it, and
+                // is tried again.
+                if (e.sqlstate() == kLockNotAvailable) {
+                    const std::string holders = lock_holders(conn, options.lock_timeout_ms);
+                    if (attempt < options.attempts) {
+                        core::log::warn("migration waited past its lock timeout; trying again",
+                                        {{"file", m.file},
+                                         {"attempt", std::to_string(attempt)},
+                                         {"lock_holders", holders}});
+                        std::this_thread::sleep_for(
+                            std::chrono::milliseconds(options.retry_delay_ms));
+                        continue;
+                    }
+                    throw core::StartupError(fmt::format(
+                        "migration {} failed: a lock it needs was held past {} ms in each of {} "
+                        "tries (postgis.ddl_lock_timeout_ms); sessions holding locks on trackd's "
+                        "tables: {}. End or commit them, then run `trackd migrate` again",
+                        m.file, options.lock_timeout_ms, options.attempts, holders));
                 }
                 throw core::StartupError(fmt::format("migration {} failed: {}", m.file, e.what()));
             }

@@ -882,5 +882,77 @@ SELECT 'veh-' || i, '2099-01-01T00:00:00Z', ST_SetSRID(ST_MakePoint(13.0 + i * 0
               "(geom IS NOT NULL)");
 }
 
+// A migration that needs a lock a frozen session holds gives way instead of waiting for it:
+// while it waited, every later request for the table would queue behind it. Here V0018 needs a
+// SHARE lock on the current state to rebuild its SP-GiST and a session sits in a transaction
+// holding ROW EXCLUSIVE on it (a writer frozen mid-transaction). The migration waits at most
+// postgis.ddl_lock_timeout_ms for each try, so another writer's statements, which queue behind
+// its lock request, get through meanwhile (with a lock_timeout of their own that an unbounded
+// wait would exceed); after its tries it fails naming the frozen session, and succeeds once
+// that session has ended.
+TEST(Migrations, AMigrationGivesWayToAFrozenLockHolderAndNamesIt) {
+    TestDatabase db("mig_lock_wait");
+    apply_with_psql(db, 17);
+    db::Connection frozen(db.dsn(), "frozen writer");
+    frozen.exec_script("BEGIN; LOCK TABLE trackd.vehicle_current_state IN ROW EXCLUSIVE MODE");
+
+    std::atomic<bool> done{false};
+    CommandResult r;
+    std::thread migrate([&] {
+        r = run_command("env TRACKD_POSTGIS_DDL_LOCK_TIMEOUT_MS=200 " +
+                        trackd_with_db(db, "migrate"));
+        done = true;
+    });
+    db::Connection writer(db.dsn(), "another writer");
+    writer.exec_script("SET lock_timeout = '10s'");
+    int inserted = 0;
+    std::vector<std::string> errors;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!done && std::chrono::steady_clock::now() < deadline) {
+        try {
+            writer.query(
+                "INSERT INTO trackd.vehicle_current_state (vehicle_id, last_updated, geom, "
+                "ingest_batch_id, kafka_partition, kafka_offset) VALUES ($1, now(), "
+                "ST_SetSRID(ST_MakePoint(13.4, 52.5, 0), 4326), 1, 0, 0)",
+                {"veh-" + std::to_string(inserted)});
+            ++inserted;
+        } catch (const db::DbError& e) {
+            errors.push_back(e.what());
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (!done) {
+        ADD_FAILURE() << "trackd migrate still waited for the frozen session after 60 s";
+        frozen.exec_script("ROLLBACK");
+    }
+    migrate.join();
+    EXPECT_EQ(errors, std::vector<std::string>{});
+    EXPECT_GT(inserted, 10);
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("migration V0018__spgist_partial.sql failed: a lock it needs was held "
+                            "past 200 ms in each of 10 tries"),
+              std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find("application 'frozen writer', idle in transaction"), std::string::npos)
+        << r.output;
+    EXPECT_EQ(db::Connection(db.dsn(), "test")
+                  .query("SELECT max(version) FROM trackd.schema_migrations")
+                  .at(0, 0),
+              "17");
+
+    frozen.exec_script("ROLLBACK");
+    const auto again = run_command(trackd_with_db(db, "migrate"));
+    ASSERT_EQ(again.exit_code, 0) << again.output;
+    EXPECT_EQ(db::Connection(db.dsn(), "test")
+                  .query("SELECT max(version) || ':' || count(*) FROM trackd.schema_migrations")
+                  .at(0, 0),
+              std::to_string(db::expected_schema_version()) + ":" +
+                  std::to_string(db::expected_schema_version()));
+    EXPECT_EQ(db::Connection(db.dsn(), "test")
+                  .query("SELECT count(*) FROM trackd.vehicle_current_state")
+                  .at(0, 0),
+              std::to_string(inserted));
+}
+
 }  // namespace
 }  // namespace trackd::test

@@ -5,6 +5,12 @@
 // file's SHA-256 in trackd.schema_migrations. A file applied earlier whose text has changed is
 // an error, as is a database newer than this build. check_schema() is what `trackd run` calls:
 // it throws core::StartupError saying what to run when the schema is not exactly this build's.
+//
+// Lock waits are bounded: every lock a file waits for, it waits at most lock_timeout_ms for
+// (while a migration waits for a lock, every later request for the table queues behind it:
+// ingest's COPY, the API's reads). A file that times out is rolled back and tried again after
+// retry_delay_ms, up to `attempts` times, each logged with the sessions that hold locks on
+// trackd's tables in transactions older than the timeout; then migrate() throws naming them.
 #pragma once
 
 #include <string>
@@ -36,7 +42,13 @@ struct MigrateReport {
     std::vector<std::string> applied;  // file names, in order
 };
 
-MigrateReport migrate(Connection& conn);
+struct MigrateOptions {
+    int lock_timeout_ms = 1000;  // `trackd migrate`: postgis.ddl_lock_timeout_ms
+    int attempts = 10;
+    int retry_delay_ms = 1000;
+};
+
+MigrateReport migrate(Connection& conn, const MigrateOptions& options = {});
 
 void check_schema(Connection& conn);
 
