@@ -165,7 +165,7 @@ statement_shares() {
                   WHEN query LIKE 'COPY current_stage%' THEN 'copy_stage'
                   WHEN query LIKE 'COPY trackd.vehicle_current_state%' THEN 'copy_current'
                   WHEN query LIKE 'INSERT INTO trackd.vehicle_current_state%'
-                    OR query LIKE 'WITH updated AS (UPDATE trackd.vehicle_current_state%' THEN 'upsert'
+                    OR query LIKE 'UPDATE trackd.vehicle_current_state%' THEN 'upsert'
                   WHEN query ILIKE 'commit%' THEN 'commit'
                   WHEN query LIKE 'UPDATE trackd.kafka_offsets%' THEN 'offsets'
                   WHEN query ILIKE 'begin%' OR query LIKE 'SELECT nextval%' THEN 'begin'
@@ -187,8 +187,8 @@ statement_shares() {
     UNION ALL SELECT 'stmt_busy_share', round((sum(total_exec_time) / 1000 / ($seconds * $conns))::numeric, 3)::text FROM s
     UNION ALL SELECT 'hot_update_share', coalesce(round(n_tup_hot_upd::numeric / nullif(n_tup_upd, 0), 3)::text, 'none')
       FROM pg_stat_user_tables WHERE relid = 'trackd.vehicle_current_state'::regclass
-    -- Rows the upsert changed, from the table's counters: trackd's statement UPDATEs in a CTE,
-    -- whose rows pg_stat_statements does not count.
+    -- Rows the current-state statements changed (trackd's UPDATE and upsert, the loader's
+    -- upsert), from the table's counters less the rows COPYed straight in.
     UNION ALL SELECT 'stmt_upsert_rows', (n_tup_upd + n_tup_ins
         - (SELECT coalesce(sum(rows), 0) FROM s WHERE kind = 'copy_current'))::text
       FROM pg_stat_user_tables WHERE relid = 'trackd.vehicle_current_state'::regclass"

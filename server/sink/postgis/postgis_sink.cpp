@@ -629,30 +629,29 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
                 // Only forward in time: an older position never replaces a newer one. The
                 // vehicles already stored are UPDATEd first: an UPDATE ... FROM spares them the
                 // upsert's speculative insertion, tuple lock and second computation of the
-                // generated cell, 12-25% of the statement's time per row (docs/benchmarks.md,
+                // generated cell, a third of the upsert's time per row (docs/benchmarks.md,
                 // "Current state: UPDATE first"). It reads the staging table in its order (byte
-                // order of the id, as COPYed), whether the plan is a nested loop over the primary
-                // key or a hash of the current state probed by the staged rows, so the lock order
-                // holds. The rest (new vehicles, and stored ones whose position is newer than the
-                // batch's) go through the upsert, which inserts the new ones and leaves the newer
-                // ones.
-                static const std::string set_staged =
-                    "last_updated = c.last_updated, geom = c.geom, speed_kmh = c.speed_kmh, "
-                    "heading_deg = c.heading_deg, accuracy_m = c.accuracy_m, "
-                    "attributes = c.attributes, ingest_batch_id = c.ingest_batch_id, "
-                    "kafka_partition = c.kafka_partition, kafka_offset = c.kafka_offset";
-                static const std::string upsert_staged =
-                    "WITH updated AS (UPDATE trackd.vehicle_current_state s SET " + set_staged +
-                    " FROM current_stage c WHERE s.vehicle_id = c.vehicle_id "
+                // order of the id, as COPYed), whether the plan is a nested loop over the
+                // primary key or a hash of the current state probed by the staged rows, so the
+                // lock order holds.
+                static const std::string update_staged =
+                    "UPDATE trackd.vehicle_current_state s SET last_updated = c.last_updated, "
+                    "geom = c.geom, speed_kmh = c.speed_kmh, heading_deg = c.heading_deg, "
+                    "accuracy_m = c.accuracy_m, attributes = c.attributes, "
+                    "ingest_batch_id = c.ingest_batch_id, kafka_partition = c.kafka_partition, "
+                    "kafka_offset = c.kafka_offset FROM current_stage c "
+                    "WHERE s.vehicle_id = c.vehicle_id "
                     // trackd's total order: (recorded_at, offset); an equal time from a later
                     // message wins, as it does inside a batch (batch::latest_per_vehicle).
-                    "AND (c.last_updated, c.kafka_offset) > (s.last_updated, s.kafka_offset) "
-                    "RETURNING s.vehicle_id) "
-                    "INSERT INTO trackd.vehicle_current_state AS s (" +
-                    current_columns + ") SELECT " + current_columns +
-                    " FROM current_stage c WHERE NOT EXISTS "
-                    "(SELECT 1 FROM updated u WHERE u.vehicle_id = c.vehicle_id) "
-                    "ORDER BY vehicle_id COLLATE \"C\" "
+                    "AND (c.last_updated, c.kafka_offset) > (s.last_updated, s.kafka_offset)";
+                // When the UPDATE did not move every staged vehicle (new ones; stored ones whose
+                // position is newer than the batch's; one whose row was deleted by hand), the
+                // upsert over the whole stage inserts the new ones. The rows the UPDATE moved
+                // now equal their staged rows and fail its WHERE, as do the newer ones.
+                static const std::string upsert_staged =
+                    "INSERT INTO trackd.vehicle_current_state AS s (" + current_columns +
+                    ") SELECT " + current_columns +
+                    " FROM current_stage ORDER BY vehicle_id COLLATE \"C\" "
                     "ON CONFLICT (vehicle_id) DO UPDATE SET last_updated = EXCLUDED.last_updated, "
                     "geom = EXCLUDED.geom, speed_kmh = EXCLUDED.speed_kmh, "
                     "heading_deg = EXCLUDED.heading_deg, accuracy_m = EXCLUDED.accuracy_m, "
@@ -661,7 +660,9 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
                     "kafka_offset = EXCLUDED.kafka_offset "
                     "WHERE (EXCLUDED.last_updated, EXCLUDED.kafka_offset) > "
                     "(s.last_updated, s.kafka_offset)";
-                conn.exec_script(upsert_staged);
+                if (conn.query(update_staged).affected() < static_cast<long>(latest.size())) {
+                    conn.exec_script(upsert_staged);
+                }
             }
         }
 
