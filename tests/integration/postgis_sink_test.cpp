@@ -297,13 +297,17 @@ TEST_F(PostgisSinkTest, StoredVehiclesAreUpdatedAndTheRestUpserted) {
 // Two writers whose batches share every vehicle (messages not keyed by vehicle), committing at
 // the same time: both write the current state in one lock order (byte order of the id: the
 // COPY, the UPDATE over the sorted staging table, the upsert), so one waits for the other and
-// neither fails with a deadlock; the newest position of each vehicle wins.
+// neither fails with a deadlock; the newest position of each vehicle wins. Each writer is
+// newer for half of the vehicles and older for the other half, so every staged batch has
+// stored positions on both sides of its own (the UPDATE leaves some, and the upsert writes).
 TEST_F(PostgisSinkTest, TwoWritersSharingVehiclesWaitForEachOtherWithoutDeadlock) {
     constexpr int kVehicles = 3000;
     constexpr int kBatches = 25;
     const auto t = now_us() - 3600LL * 1000000;
-    // Writer p (partition p) writes batch k at second 2k + p: the writers' batches alternate in
-    // time, so each moves every vehicle forward over the other's.
+    // Writer p's batch k holds vehicle v at second 2k + p for even v, 2k + 1 - p for odd v.
+    const auto second = [](std::int32_t p, int k, int v) {
+        return 2 * k + (v % 2 == 0 ? p : 1 - p);
+    };
     const auto run = [&](std::int32_t p, std::vector<std::string>& errors) {
         try {
             PostgisSink sink(config_, "trackd ingest " + std::to_string(p));
@@ -314,9 +318,9 @@ TEST_F(PostgisSinkTest, TwoWritersSharingVehiclesWaitForEachOtherWithoutDeadlock
                 for (int v = 0; v < kVehicles; ++v) {
                     batch::Row r;
                     r.position.vehicle_id = fmt::format("v{:05}", v);
-                    r.position.recorded_at_us = t + (2LL * k + p) * 1000000;
+                    r.position.recorded_at_us = t + second(p, k, v) * 1000000LL;
                     r.position.longitude = 13.0 + 0.0001 * v;
-                    r.position.latitude = 52.0 + 0.001 * (2 * k + p);
+                    r.position.latitude = 52.0 + 0.001 * second(p, k, v);
                     r.partition = p;
                     r.offset = offset++;
                     r.first_seen = k == 0;
@@ -340,13 +344,14 @@ TEST_F(PostgisSinkTest, TwoWritersSharingVehiclesWaitForEachOtherWithoutDeadlock
     EXPECT_EQ(errors1, std::vector<std::string>{});
     EXPECT_EQ(value("SELECT count(*) FROM trackd.vehicle_telemetry_history"),
               std::to_string(2 * kBatches * kVehicles));
-    // Every vehicle at writer 1's last batch, the newest of all.
+    // Every vehicle at the last batch of the writer that was newer for it: writer 1 for even
+    // vehicles, writer 0 for odd ones, both at second 2 * kBatches - 1.
     EXPECT_EQ(value(fmt::format(
-                  "SELECT count(*) FILTER (WHERE kafka_partition = 1 AND kafka_offset >= {} "
-                  "AND last_updated = (SELECT max(recorded_at) FROM "
+                  "SELECT count(*) FILTER (WHERE kafka_partition = 1 - substr(vehicle_id, 2)::int "
+                  "% 2 AND kafka_offset >= {} AND last_updated = (SELECT max(recorded_at) FROM "
                   "trackd.vehicle_telemetry_history) AND round(ST_Y(geom)::numeric, 3) = {:.3f}) "
                   "|| '/' || count(*) FROM trackd.vehicle_current_state",
-                  (kBatches - 1) * kVehicles, 52.0 + 0.001 * (2 * (kBatches - 1) + 1))),
+                  (kBatches - 1) * kVehicles, 52.0 + 0.001 * (2 * kBatches - 1))),
               fmt::format("{}/{}", kVehicles, kVehicles));
 }
 

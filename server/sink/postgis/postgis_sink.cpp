@@ -644,10 +644,8 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
                     // trackd's total order: (recorded_at, offset); an equal time from a later
                     // message wins, as it does inside a batch (batch::latest_per_vehicle).
                     "AND (c.last_updated, c.kafka_offset) > (s.last_updated, s.kafka_offset)";
-                // When the UPDATE did not move every staged vehicle (new ones; stored ones whose
-                // position is newer than the batch's; one whose row was deleted by hand), the
-                // upsert over the whole stage inserts the new ones. The rows the UPDATE moved
-                // now equal their staged rows and fail its WHERE, as do the newer ones.
+                // Every staged row in one pass, in byte order of the id: new vehicles
+                // inserted, stored ones moved forward, newer stored positions left.
                 static const std::string upsert_staged =
                     "INSERT INTO trackd.vehicle_current_state AS s (" + current_columns +
                     ") SELECT " + current_columns +
@@ -660,9 +658,20 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
                     "kafka_offset = EXCLUDED.kafka_offset "
                     "WHERE (EXCLUDED.last_updated, EXCLUDED.kafka_offset) > "
                     "(s.last_updated, s.kafka_offset)";
-                if (conn.query(update_staged).affected() < static_cast<long>(latest.size())) {
-                    conn.exec_script(upsert_staged);
+                // The UPDATE only for a batch of vehicles trackd has seen. When it does not move
+                // every staged vehicle (one stored with a newer position by another writer, one
+                // whose row was deleted by hand) it is undone, row locks and all, and the upsert
+                // writes the whole stage instead: an upsert after it would lock the rows it
+                // left in a second pass, out of byte order, and two writers sharing vehicles
+                // could deadlock.
+                bool updated_all = false;
+                if (first_seen.empty()) {
+                    conn.exec_script("SAVEPOINT current_state");
+                    updated_all =
+                        conn.query(update_staged).affected() == static_cast<long>(latest.size());
+                    if (!updated_all) conn.exec_script("ROLLBACK TO SAVEPOINT current_state");
                 }
+                if (!updated_all) conn.exec_script(upsert_staged);
             }
         }
 
