@@ -1,11 +1,13 @@
 #include "trackd/sink/postgis/postgis_sink.hpp"
 
 #include <algorithm>
+#include <array>
 #include <numeric>
 #include <string_view>
 #include <unordered_set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "trackd/core/log.hpp"
 #include "trackd/core/metrics.hpp"
@@ -587,9 +589,21 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
             std::sort(latest.begin(), latest.end(), [&](std::size_t x, std::size_t y) {
                 return b.rows[x].position.vehicle_id < b.rows[y].position.vehicle_id;
             });
+            // The current state's columns after its key, in the COPY's order; one "col = from.col"
+            // list of them for the UPDATE (from the stage) and for the upsert (EXCLUDED).
+            static constexpr std::array<const char*, 9> kStateColumns = {
+                "last_updated", "geom",       "speed_kmh",       "heading_deg",
+                "accuracy_m",   "attributes", "ingest_batch_id", "kafka_partition",
+                "kafka_offset"};
+            const auto assignments = [](const char* from) {
+                std::string out;
+                for (const char* c : kStateColumns) {
+                    out += fmt::format("{}{} = {}.{}", out.empty() ? "" : ", ", c, from, c);
+                }
+                return out;
+            };
             static const std::string current_columns =
-                "vehicle_id, last_updated, geom, speed_kmh, heading_deg, accuracy_m, attributes, "
-                "ingest_batch_id, kafka_partition, kafka_offset";
+                "vehicle_id, " + fmt::format("{}", fmt::join(kStateColumns, ", "));
             enc.begin();
             for (const auto i : latest) encode_row(enc, b.rows[i], result.ingest_batch_id);
             enc.end();
@@ -635,12 +649,8 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
                 // primary key or a hash of the current state probed by the staged rows, so the
                 // lock order holds.
                 static const std::string update_staged =
-                    "UPDATE trackd.vehicle_current_state s SET last_updated = c.last_updated, "
-                    "geom = c.geom, speed_kmh = c.speed_kmh, heading_deg = c.heading_deg, "
-                    "accuracy_m = c.accuracy_m, attributes = c.attributes, "
-                    "ingest_batch_id = c.ingest_batch_id, kafka_partition = c.kafka_partition, "
-                    "kafka_offset = c.kafka_offset FROM current_stage c "
-                    "WHERE s.vehicle_id = c.vehicle_id "
+                    "UPDATE trackd.vehicle_current_state s SET " + assignments("c") +
+                    " FROM current_stage c WHERE s.vehicle_id = c.vehicle_id "
                     // trackd's total order: (recorded_at, offset); an equal time from a later
                     // message wins, as it does inside a batch (batch::latest_per_vehicle).
                     "AND (c.last_updated, c.kafka_offset) > (s.last_updated, s.kafka_offset)";
@@ -650,13 +660,9 @@ CommitResult PostgisSink::commit(const batch::Batch& b,
                     "INSERT INTO trackd.vehicle_current_state AS s (" + current_columns +
                     ") SELECT " + current_columns +
                     " FROM current_stage ORDER BY vehicle_id COLLATE \"C\" "
-                    "ON CONFLICT (vehicle_id) DO UPDATE SET last_updated = EXCLUDED.last_updated, "
-                    "geom = EXCLUDED.geom, speed_kmh = EXCLUDED.speed_kmh, "
-                    "heading_deg = EXCLUDED.heading_deg, accuracy_m = EXCLUDED.accuracy_m, "
-                    "attributes = EXCLUDED.attributes, ingest_batch_id = EXCLUDED.ingest_batch_id, "
-                    "kafka_partition = EXCLUDED.kafka_partition, "
-                    "kafka_offset = EXCLUDED.kafka_offset "
-                    "WHERE (EXCLUDED.last_updated, EXCLUDED.kafka_offset) > "
+                    "ON CONFLICT (vehicle_id) DO UPDATE SET " +
+                    assignments("EXCLUDED") +
+                    " WHERE (EXCLUDED.last_updated, EXCLUDED.kafka_offset) > "
                     "(s.last_updated, s.kafka_offset)";
                 // The UPDATE only for a batch of vehicles trackd has seen. When it does not move
                 // every staged vehicle (one stored with a newer position by another writer, one
