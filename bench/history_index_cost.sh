@@ -9,7 +9,7 @@
 # Produces the messages once (trackd-fleet), then ingests them with trackd from offset 0 into a
 # fresh database once per index set, the sets alternated --repeat times (default 2):
 #   trackd        the partitions' indexes as migrated: SP-GiST on geom, btree (vehicle_id,
-#                 recorded_at DESC), BRIN on ingest_batch_id
+#                 recorded_at DESC), BRINs on recorded_at (V0019) and ingest_batch_id
 #   defer         postgis.defer_indexes = true: the open partition's hot set (SP-GiST, hash on
 #                 vehicle_id, BRINs on recorded_at and ingest_batch_id), rows in Morton order
 #   hash          a hash index on vehicle_id in place of the btree
@@ -18,8 +18,10 @@
 #   brin-only     neither the SP-GiST nor a vehicle index: BRINs on recorded_at and ingest_batch_id
 #   cells         hashes on vehicle_id and on the position's geohash cell (ST_GeoHash(geom, 7),
 #                 ~150 m), a BRIN on recorded_at: the cheapest per-row indexes for a track and a bbox
+#   no-time-brin  trackd's set without the BRIN on recorded_at (the closed set before V0019)
+#   time-btree    trackd's set with a btree on recorded_at in place of its BRIN
 # (--sets: these, or some of them; trackd's set always runs first, as the reference.)
-# The last five are not layouts trackd offers; they are here to price each index. hash answers a
+# The sets after defer are not layouts trackd offers; they are here to price each index. hash answers a
 # vehicle's track out of time order, no-vehicle and brin-only answer a track or a bbox by
 # scanning, and cells a bbox only through the cells it covers (QGIS's && cannot use them).
 # Each set replaces trackd.history_closed_indexes() in its database (use_history_index_set,
@@ -55,7 +57,7 @@ bench_workload "$workload"
 
 bench_scratch index-cost
 
-all_sets=(trackd defer hash no-vehicle brin-only bloom cells)
+all_sets=(trackd defer hash no-vehicle brin-only bloom cells no-time-brin time-btree)
 sets=(trackd)
 for set in "${chosen[@]:-${all_sets[@]}}"; do
   [[ " ${all_sets[*]} " == *" $set "* ]] || die "--sets: '$set' is not one of ${all_sets[*]}"
@@ -67,6 +69,8 @@ declare -A closed_set=(
   [no-vehicle]="('_geom_spgist', 'USING spgist (geom)')"
   [brin-only]="('_recorded_brin', 'USING brin (recorded_at)')"
   [cells]="('_vehicle_hash', 'USING hash (vehicle_id)'), ('_cell_hash', 'USING hash ((ST_GeoHash(geom, 7)))'), ('_recorded_brin', 'USING brin (recorded_at)')"
+  [no-time-brin]="('_geom_spgist', 'USING spgist (geom) WHERE geom IS NOT NULL'), ('_vehicle_time_idx', '(vehicle_id, recorded_at DESC)')"
+  [time-btree]="('_geom_spgist', 'USING spgist (geom) WHERE geom IS NOT NULL'), ('_vehicle_time_idx', '(vehicle_id, recorded_at DESC)'), ('_time_idx', '(recorded_at)')"
   [bloom]="('_geom_spgist', 'USING spgist (geom)'), ('_vehicle_bloom', 'USING brin (vehicle_id text_bloom_ops (n_distinct_per_range = 300, false_positive_rate = 0.01)) WITH (pages_per_range = 4, autosummarize = on)')"
 )
 

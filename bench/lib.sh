@@ -96,7 +96,7 @@ use_today_current_state() {
 # to the set, and on every partition drops the indexes of the set it had and builds the new
 # one. Meant for empty partitions: it takes their locks and builds at once.
 use_history_index_set() {
-  psql_at "$1" -v ON_ERROR_STOP=1 -c "DO \$set\$ DECLARE old text[]; r record; s record; BEGIN
+  psql_at "$1" -v ON_ERROR_STOP=1 -c "SET client_min_messages = warning" -c "DO \$set\$ DECLARE old text[]; r record; s record; BEGIN
       old := ARRAY(SELECT suffix FROM trackd.history_closed_indexes());
       EXECUTE \$def\$CREATE OR REPLACE FUNCTION trackd.history_closed_indexes()
         RETURNS TABLE (suffix text, definition text) LANGUAGE sql IMMUTABLE

@@ -105,11 +105,13 @@ class HistoryIndexesTest : public ::testing::Test {
         db::Connection conn(db_.dsn(), "test");
         insert_now(conn, batch, n);
     }
-    // The partition's complete 128-page block ranges.
+    // The partition's complete block ranges over its two BRINs: 128 pages a range on
+    // ingest_batch_id, 4 on recorded_at (V0019).
     int complete_ranges(const std::string& partition) {
-        return std::stoi(
-            sql("SELECT pg_relation_size(('trackd.' || $1)::regclass) / 8192 / 128", {partition})
-                .at(0, 0));
+        return std::stoi(sql("SELECT pg_relation_size(('trackd.' || $1)::regclass) / 8192 / 128 + "
+                             "pg_relation_size(('trackd.' || $1)::regclass) / 8192 / 4",
+                             {partition})
+                             .at(0, 0));
     }
 
     TestDatabase db_;
@@ -120,7 +122,8 @@ const std::string kHot = std::string(kPartition) + "_geom_spgist:true," + kParti
                          "_ingest_batch_id_idx:true," + kPartition + "_time_brin:true," +
                          kPartition + "_vehicle_hash:true";
 const std::string kClosed = std::string(kPartition) + "_geom_spgist:true," + kPartition +
-                            "_ingest_batch_id_idx:true," + kPartition + "_vehicle_time_idx:true";
+                            "_ingest_batch_id_idx:true," + kPartition + "_time_brin:true," +
+                            kPartition + "_vehicle_time_idx:true";
 
 TEST_F(HistoryIndexesTest, OpenPartitionsAreHotAndAClosedOneGetsExactlyTodaysIndexes) {
     // A partition trackd creates ahead with p_hot (past the migration's day partitions): the
@@ -135,7 +138,7 @@ TEST_F(HistoryIndexesTest, OpenPartitionsAreHotAndAClosedOneGetsExactlyTodaysInd
         "'2025-06-01T13:00:00Z', 'hour', true)");
     const std::string past = "vehicle_telemetry_history_p2025060112";
     EXPECT_EQ(indexes_of(past), past + "_geom_spgist:true," + past + "_ingest_batch_id_idx:true," +
-                                    past + "_vehicle_time_idx:true");
+                                    past + "_time_brin:true," + past + "_vehicle_time_idx:true");
 
     script(kHotPastPartition);
     script(kRows);
@@ -145,10 +148,11 @@ TEST_F(HistoryIndexesTest, OpenPartitionsAreHotAndAClosedOneGetsExactlyTodaysInd
     const auto pass = indexer.run_once();
     EXPECT_FALSE(pass.skipped);
     EXPECT_EQ(pass.partitions, 1);
-    // The SP-GiST is in both sets (V0013): only the btree is built, the BRIN and hash dropped.
+    // The SP-GiST (V0013) and the BRIN on recorded_at (V0019) are in both sets: only the btree
+    // is built, the hash dropped.
     EXPECT_EQ(pass.indexes_built, 1);
     EXPECT_EQ(pass.invalid_dropped, 0);
-    EXPECT_EQ(pass.hot_dropped, 2);
+    EXPECT_EQ(pass.hot_dropped, 1);
     EXPECT_EQ(indexes_of(kPartition), kClosed);
     // Definitions as the parent's were before V0009.
     EXPECT_EQ(sql("SELECT pg_get_indexdef(($1 || '_vehicle_time_idx')::regclass)",
@@ -256,8 +260,8 @@ TEST_F(HistoryIndexesTest, SwitchingOnMakesEmptyOpenPartitionsHotAndSwitchingOff
                                      "_ingest_batch_id_idx:true," + today + "_time_brin:true," +
                                      today + "_vehicle_hash:true");
     EXPECT_EQ(indexes_of(later), later + "_geom_spgist:true," + later +
-                                     "_ingest_batch_id_idx:true," + later +
-                                     "_vehicle_time_idx:true");
+                                     "_ingest_batch_id_idx:true," + later + "_time_brin:true," +
+                                     later + "_vehicle_time_idx:true");
     // Open partitions are not due while the setting is on...
     EXPECT_EQ(indexer.run_once().partitions, 0);
     // ...and all are once it is off: their rows get the closed indexes whatever their range.
@@ -265,8 +269,8 @@ TEST_F(HistoryIndexesTest, SwitchingOnMakesEmptyOpenPartitionsHotAndSwitchingOff
     const auto pass = HistoryIndexer(config_).run_once();
     EXPECT_EQ(std::to_string(pass.partitions), std::to_string(std::stoi(open_partitions) - 1));
     EXPECT_EQ(indexes_of(today), today + "_geom_spgist:true," + today +
-                                     "_ingest_batch_id_idx:true," + today +
-                                     "_vehicle_time_idx:true");
+                                     "_ingest_batch_id_idx:true," + today + "_time_brin:true," +
+                                     today + "_vehicle_time_idx:true");
     EXPECT_EQ(sql("SELECT count(*) FROM trackd.history_partition_indexes() WHERE "
                   "cardinality(hot_present) > 0 OR cardinality(closed_missing) > 0")
                   .at(0, 0),
@@ -365,7 +369,7 @@ TEST_F(HistoryIndexesTest, ThePartitionsBeingWrittenHaveTheirBrinRangesSummarize
     ASSERT_GE(ranges, 3);
     config_.postgis.defer_indexes = false;
     HistoryIndexer indexer(config_);
-    // The batch BRIN's complete ranges; the last one, still filling, once it is complete.
+    // The BRINs' complete ranges; the last of each, still filling, once it is complete.
     EXPECT_EQ(indexer.run_once().ranges_summarized, ranges);
     EXPECT_EQ(indexer.run_once().ranges_summarized, 0);
     // Rows after the summaries, into the last range and new ones: both batches are found whole
@@ -377,11 +381,24 @@ TEST_F(HistoryIndexesTest, ThePartitionsBeingWrittenHaveTheirBrinRangesSummarize
         const std::string from =
             std::string(" FROM trackd.vehicle_telemetry_history WHERE ingest_batch_id = ") + batch;
         EXPECT_EQ(conn.query("SELECT count(*)" + from).at(0, 0), want);
-        const auto plan = conn.query("EXPLAIN SELECT count(*)" + from);
-        std::string text;
-        for (int i = 0; i < plan.rows(); ++i) text += plan.at(i, 0) + "\n";
+        const auto text = explain(conn, "SELECT count(*)" + from);
         EXPECT_NE(text.find("Bitmap Index Scan on " + today + "_ingest_batch_id_idx"),
                   std::string::npos)
+            << text;
+    }
+    // A time window over every vehicle is read through the BRIN on recorded_at (V0019).
+    {
+        db::Connection conn(db_.dsn(), "test");
+        // (on rows this few the planner would rather read the whole btree)
+        conn.exec_script(
+            "SET enable_seqscan = off; SET enable_indexscan = off; "
+            "SET enable_indexonlyscan = off");
+        const std::string from =
+            " FROM trackd.vehicle_telemetry_history WHERE recorded_at >= now() - interval '1 "
+            "hour' AND recorded_at <= now() + interval '1 hour'";
+        EXPECT_EQ(conn.query("SELECT count(*)" + from).at(0, 0), "50000");
+        const auto text = explain(conn, "SELECT count(*)" + from);
+        EXPECT_NE(text.find("Bitmap Index Scan on " + today + "_time_brin"), std::string::npos)
             << text;
     }
     const int after = complete_ranges(today);

@@ -238,8 +238,9 @@ SELECT 'veh-' || v, '2099-03-01T10:00:00Z'::timestamptz + v * interval '1 min',
 
     auto r = run_command(trackd_with_db(db, "migrate"));
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    EXPECT_EQ(indexes(full), "_geom_gist,_ingest_batch_id_idx,_vehicle_time_idx");
-    EXPECT_EQ(indexes(empty), "_geom_spgist,_ingest_batch_id_idx,_vehicle_time_idx");
+    // (and V0019 gives every partition the BRIN on recorded_at)
+    EXPECT_EQ(indexes(full), "_geom_gist,_ingest_batch_id_idx,_time_brin,_vehicle_time_idx");
+    EXPECT_EQ(indexes(empty), "_geom_spgist,_ingest_batch_id_idx,_time_brin,_vehicle_time_idx");
     EXPECT_EQ(conn.query("SELECT string_agg(partition_name || ':' || closed_missing::text || "
                          "closed_invalid::text || hot_present::text, ',' ORDER BY partition_name) "
                          "FROM trackd.history_partition_indexes() WHERE partition_name IN ($1, $2)",
@@ -251,15 +252,13 @@ SELECT 'veh-' || v, '2099-03-01T10:00:00Z'::timestamptz + v * interval '1 min',
         "SELECT trackd.create_history_partitions('2099-04-01T00:00:00Z', "
         "'2099-04-02T00:00:00Z', 'day', false)");
     EXPECT_EQ(indexes("vehicle_telemetry_history_p20990401"),
-              "_geom_spgist,_ingest_batch_id_idx,_vehicle_time_idx");
+              "_geom_spgist,_ingest_batch_id_idx,_time_brin,_vehicle_time_idx");
     conn.exec_script("SET enable_seqscan = off");
     const std::string box =
         "SELECT count(*) FROM trackd.vehicle_telemetry_history WHERE geom && "
         "ST_MakeEnvelope(13.095, 51.9, 13.205, 52.1, 4326)";
     EXPECT_EQ(conn.query(box).at(0, 0), "11");
-    const auto plan = conn.query("EXPLAIN " + box);
-    std::string text;
-    for (int i = 0; i < plan.rows(); ++i) text += plan.at(i, 0) + "\n";
+    const auto text = explain(conn, box);
     EXPECT_NE(text.find(full + "_geom_gist"), std::string::npos) << text;
 }
 
@@ -290,8 +289,8 @@ SELECT 'veh-' || v, '2099-01-01T10:00:00Z'::timestamptz + v * interval '1 min',
     auto r = run_command(trackd_with_db(db, "migrate"));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_EQ(indexes(hot), "_geom_spgist,_ingest_batch_id_idx,_time_brin,_vehicle_hash");
-    // Empty, so V0013 gave it the SP-GiST in place of the GiST.
-    EXPECT_EQ(indexes(closed), "_geom_spgist,_ingest_batch_id_idx,_vehicle_time_idx");
+    // Empty, so V0013 gave it the SP-GiST in place of the GiST; V0019 the BRIN on recorded_at.
+    EXPECT_EQ(indexes(closed), "_geom_spgist,_ingest_batch_id_idx,_time_brin,_vehicle_time_idx");
     EXPECT_EQ(conn.query("SELECT count(*) FROM trackd.vehicle_telemetry_history").at(0, 0), "50");
     // The new indexes answer: a vehicle by the hash, a box by the SP-GiST.
     conn.exec_script("SET enable_seqscan = off");
@@ -408,9 +407,7 @@ UPDATE trackd.vehicle_current_state SET geom = ST_SetSRID(ST_MakePoint(13.1052, 
         "WHERE cell && ST_MakeEnvelope(13.0995, 52.0995, 13.1105, 52.1105, 4326) AND geom && "
         "ST_MakeEnvelope(13.0995, 52.0995, 13.1105, 52.1105, 4326)";
     EXPECT_EQ(conn.query(box).at(0, 0), "veh-0-0,veh-10-10,veh-10-11,veh-11-10,veh-11-11,veh-new");
-    const auto plan = conn.query("EXPLAIN " + box);
-    std::string text;
-    for (int i = 0; i < plan.rows(); ++i) text += plan.at(i, 0) + "\n";
+    const auto text = explain(conn, box);
     EXPECT_NE(text.find("vehicle_current_state_cell_spgist"), std::string::npos) << text;
 
     apply_with_psql(db, 14, 14);  // twice: nothing changes
@@ -552,11 +549,9 @@ SELECT row_number() OVER () AS id, b FROM (
     const std::string through_cells = "v.cell_corner && trackd.cell_corners_for(b) AND v.geom && b";
     conn.exec_script("SET enable_seqscan = off");
     const auto by_cells = found(through_cells);
-    const auto plan = conn.query(
-        "EXPLAIN SELECT id, (SELECT count(*) FROM trackd.vehicle_current_state v WHERE " +
-        through_cells + ") FROM boxes");
-    std::string text;
-    for (int i = 0; i < plan.rows(); ++i) text += plan.at(i, 0) + "\n";
+    const auto text =
+        explain(conn, "SELECT id, (SELECT count(*) FROM trackd.vehicle_current_state v WHERE " +
+                          through_cells + ") FROM boxes");
     EXPECT_NE(text.find("vehicle_current_state_cell_corner_spgist"), std::string::npos) << text;
     conn.exec_script(
         "SET enable_seqscan = on; SET enable_indexscan = off; SET enable_bitmapscan = off");
@@ -764,8 +759,7 @@ VALUES ('veh-1', now(), ST_SetSRID(ST_MakePoint(13, 52, 0), 4326), 1, 0, 1);
     const std::string empty = "NOT " + with_rows;
     ASSERT_EQ(brins(with_rows), "1/1");
     ASSERT_EQ(brins(empty), "9/9");  // yesterday to a week ahead and the default partition
-    auto r = run_command(trackd_with_db(db, "migrate"));
-    ASSERT_EQ(r.exit_code, 0) << r.output;
+    apply_with_psql(db, 17, 17);     // V0019 adds a BRIN to every partition: not here
     EXPECT_EQ(brins(with_rows), "1/1");
     EXPECT_EQ(brins(empty), "0/9");
     conn.query(
@@ -785,6 +779,71 @@ VALUES ('veh-1', now(), ST_SetSRID(ST_MakePoint(13, 52, 0), 4326), 1, 0, 1);
 
 namespace trackd::test {
 namespace {
+
+// V0019: every time partition of the history gets a BRIN on recorded_at, built in the migration;
+// one a DBA built beforehand (CONCURRENTLY, as the file's header says) is left as it is, a
+// partition made afterwards has it, and a time window over every vehicle is read through it.
+TEST(Migrations, V0019GivesEveryHistoryPartitionABrinOnTheTimeThatAnswersTimeWindows) {
+    TestDatabase db("mig_time_brin");
+    apply_with_psql(db, 18);
+    db::Connection conn(db.dsn(), "test");
+    conn.exec_script(R"SQL(
+SELECT trackd.create_history_partitions('2099-01-01T00:00:00Z', '2099-01-03T00:00:00Z');
+INSERT INTO trackd.vehicle_telemetry_history (vehicle_id, recorded_at, geom, ingest_batch_id,
+  kafka_partition, kafka_offset)
+SELECT 'veh-' || (i % 100), '2099-01-01T00:00:00Z'::timestamptz + i * interval '1 s',
+       ST_SetSRID(ST_MakePoint(13.0 + (i % 50) * 0.001, 52.0 + (i / 50) * 0.0001, 0), 4326),
+       i / 1000 + 1, 0, i
+  FROM generate_series(0, 19999) i;
+)SQL");
+    conn.exec_script(
+        "CREATE INDEX CONCURRENTLY vehicle_telemetry_history_p20990102_time_brin ON "
+        "trackd.vehicle_telemetry_history_p20990102 USING brin (recorded_at "
+        "timestamptz_minmax_multi_ops) WITH (pages_per_range = 4)");
+    const std::string full = "vehicle_telemetry_history_p20990101";
+    const std::string ahead = "vehicle_telemetry_history_p20990102";
+    const auto oid_of = [&](const std::string& index) {
+        return conn.query("SELECT ('trackd.' || $1)::regclass::oid::text", {index}).at(0, 0);
+    };
+    const auto built_ahead = oid_of(ahead + "_time_brin");
+    const auto without = [&] {
+        return conn
+            .query(
+                "SELECT count(*) FROM trackd.history_partitions() p WHERE NOT p.is_default AND "
+                "to_regclass(format('trackd.%I', p.partition_name || '_time_brin')) IS NULL")
+            .at(0, 0);
+    };
+    ASSERT_NE(without(), "0");
+
+    apply_with_psql(db, 19, 19);
+    apply_with_psql(db, 19, 19);  // twice: nothing left to do
+    EXPECT_EQ(without(), "0");
+    EXPECT_EQ(oid_of(ahead + "_time_brin"), built_ahead);
+    EXPECT_EQ(
+        conn.query("SELECT pg_get_indexdef(('trackd.' || $1)::regclass)", {full + "_time_brin"})
+            .at(0, 0),
+        "CREATE INDEX " + full + "_time_brin ON trackd." + full +
+            " USING brin (recorded_at timestamptz_minmax_multi_ops) WITH "
+            "(pages_per_range='4')");
+    // The closed set names it, so trackd's index maintenance has nothing to build.
+    EXPECT_EQ(conn.query("SELECT count(*) FROM trackd.history_partition_indexes() WHERE "
+                         "cardinality(closed_missing) + cardinality(closed_invalid) > 0")
+                  .at(0, 0),
+              "0");
+    conn.query(
+        "SELECT trackd.create_history_partitions('2099-01-05T00:00:00Z', "
+        "'2099-01-06T00:00:00Z')");
+    EXPECT_NO_THROW(oid_of("vehicle_telemetry_history_p20990105_time_brin"));
+
+    // Ten minutes of every vehicle: 600 of the partition's 20,000 rows, through the BRIN.
+    conn.exec_script("ANALYZE trackd." + full + "; SET enable_seqscan = off");
+    const std::string window =
+        " FROM trackd.vehicle_telemetry_history WHERE recorded_at >= '2099-01-01T01:00:00Z' AND "
+        "recorded_at < '2099-01-01T01:10:00Z'";
+    EXPECT_EQ(conn.query("SELECT count(*)" + window).at(0, 0), "600");
+    const auto text = explain(conn, "SELECT count(*)" + window);
+    EXPECT_NE(text.find("Bitmap Index Scan on " + full + "_time_brin"), std::string::npos) << text;
+}
 
 // V0018: PostgreSQL 15 plans an index-only scan on a PostGIS SP-GiST (which keeps boxes, not
 // geometries) for a query that needs no column, such as count(*) once VACUUM has marked the

@@ -140,4 +140,13 @@ class TestDatabase {
     std::string name_;
 };
 
+// The plan PostgreSQL chooses for `query` on `conn` (EXPLAIN, without running it), one line a
+// node: what a test searches for the index a query reads.
+inline std::string explain(db::Connection& conn, const std::string& query) {
+    const auto plan = conn.query("EXPLAIN " + query);
+    std::string text;
+    for (int i = 0; i < plan.rows(); ++i) text += plan.at(i, 0) + "\n";
+    return text;
+}
+
 }  // namespace trackd::test
