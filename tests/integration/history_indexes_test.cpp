@@ -105,11 +105,11 @@ class HistoryIndexesTest : public ::testing::Test {
         db::Connection conn(db_.dsn(), "test");
         insert_now(conn, batch, n);
     }
-    // The partition's complete block ranges over its two BRINs: 128 pages a range on
-    // ingest_batch_id, 4 on recorded_at (V0019).
+    // The partition's complete 128-page block ranges, over its two BRINs: on ingest_batch_id and
+    // (V0019) on recorded_at.
     int complete_ranges(const std::string& partition) {
-        return std::stoi(sql("SELECT pg_relation_size(('trackd.' || $1)::regclass) / 8192 / 128 + "
-                             "pg_relation_size(('trackd.' || $1)::regclass) / 8192 / 4",
+        return 2 *
+               std::stoi(sql("SELECT pg_relation_size(('trackd.' || $1)::regclass) / 8192 / 128",
                              {partition})
                              .at(0, 0));
     }
