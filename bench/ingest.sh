@@ -188,7 +188,8 @@ statement_shares() {
     UNION ALL SELECT 'hot_update_share', coalesce(round(n_tup_hot_upd::numeric / nullif(n_tup_upd, 0), 3)::text, 'none')
       FROM pg_stat_user_tables WHERE relid = 'trackd.vehicle_current_state'::regclass
     -- Rows the current-state statements changed (trackd's UPDATE and upsert, the loader's
-    -- upsert), from the table's counters less the rows COPYed straight in.
+    -- upsert), from the table's counters less the rows COPYed straight in. The counters also
+    -- count an UPDATE rolled back to its savepoint (a batch that falls back to the upsert).
     UNION ALL SELECT 'stmt_upsert_rows', (n_tup_upd + n_tup_ins
         - (SELECT coalesce(sum(rows), 0) FROM s WHERE kind = 'copy_current'))::text
       FROM pg_stat_user_tables WHERE relid = 'trackd.vehicle_current_state'::regclass"
