@@ -407,6 +407,53 @@ TEST_F(HistoryIndexesTest, ThePartitionsBeingWrittenHaveTheirBrinRangesSummarize
     EXPECT_EQ(indexer.run_once().ranges_summarized, 0);
 }
 
+// V0020: a partition being written that holds rows but has no statistics yet (autovacuum has not
+// analyzed it: its first minute or so) is analyzed by the next pass, once. Without statistics the
+// planner reads a time window over every vehicle through the whole (vehicle_id, recorded_at)
+// btree; with them, through the BRIN on recorded_at.
+TEST_F(HistoryIndexesTest, APartitionBeingWrittenIsAnalyzedOnceItHoldsRowsAndWindowsUseTheBrin) {
+    const auto today = todays_partition();  // autovacuum off: only trackd analyzes it
+    config_.postgis.defer_indexes = false;
+    HistoryIndexer indexer(config_);
+    EXPECT_EQ(indexer.run_once().partitions_analyzed, 0);  // empty: nothing to learn from
+    // 200,000 rows of 1,000 vehicles in time order, 10 ms apart, as a live stream writes them.
+    sql("INSERT INTO trackd.vehicle_telemetry_history (vehicle_id, recorded_at, geom, "
+        "ingest_batch_id, kafka_partition, kafka_offset) SELECT 'veh-' || (n % 1000), "
+        "p.range_from + n * interval '10 ms', ST_SetSRID(ST_MakePoint(13 + (n % 100) * 0.001, "
+        "52, 0), 4326), n / 1000 + 1, 0, n FROM trackd.history_partitions() p, "
+        "generate_series(0, 199999) n WHERE p.partition_name = $1",
+        {today});
+    const auto stats = [&] {
+        return sql("SELECT count(*) FROM pg_stats WHERE schemaname = 'trackd' AND tablename = $1 "
+                   "AND attname = 'recorded_at' AND correlation > 0.99",
+                   {today})
+            .at(0, 0);
+    };
+    // One second ten minutes into the partition: exactly 100 rows.
+    const auto window = [&](const char* expected_index) {
+        db::Connection conn(db_.dsn(), "test");
+        const auto from =
+            conn.query(
+                    "SELECT range_from + interval '10 min' FROM trackd.history_partitions() "
+                    "WHERE partition_name = $1",
+                    {today})
+                .at(0, 0);
+        const std::string query =
+            "SELECT count(*) FROM trackd.vehicle_telemetry_history WHERE recorded_at >= '" + from +
+            "'::timestamptz AND recorded_at < '" + from + "'::timestamptz + interval '1 s'";
+        EXPECT_EQ(conn.query(query).at(0, 0), "100");
+        const auto text = explain(conn, query);
+        EXPECT_NE(text.find(today + expected_index + " "), std::string::npos) << text;
+    };
+    EXPECT_EQ(stats(), "0");
+    window("_vehicle_time_idx");
+
+    EXPECT_EQ(indexer.run_once().partitions_analyzed, 1);
+    EXPECT_EQ(stats(), "1");
+    window("_time_brin");
+    EXPECT_EQ(indexer.run_once().partitions_analyzed, 0);  // once: autovacuum keeps them since
+}
+
 // The summaries' lock wait is bounded and ingest never waits for them: with another session
 // holding the partition's SHARE UPDATE EXCLUSIVE lock (a VACUUM, an index build, a DBA frozen
 // in a transaction), a pass summarizes nothing there and returns (100 ms per index at most),
@@ -420,7 +467,9 @@ TEST_F(HistoryIndexesTest, ASummaryGivesWayToAHeldLockAndNoWriteWaitsForIt) {
     holder.exec_script("BEGIN; LOCK TABLE trackd." + today + " IN SHARE UPDATE EXCLUSIVE MODE");
     config_.postgis.defer_indexes = false;
     HistoryIndexer indexer(config_);
-    EXPECT_EQ(indexer.run_once().ranges_summarized, 0);
+    const auto held = indexer.run_once();
+    EXPECT_EQ(held.ranges_summarized, 0);
+    EXPECT_EQ(held.partitions_analyzed, 0);  // ANALYZE waits for the same lock (V0020)
     {
         db::Connection writer(db_.dsn(), "test writer");
         writer.exec_script("SET lock_timeout = '5s'");  // a wait fails the test, not hangs it
@@ -430,7 +479,9 @@ TEST_F(HistoryIndexesTest, ASummaryGivesWayToAHeldLockAndNoWriteWaitsForIt) {
 
     const int ranges = complete_ranges(today);
     ASSERT_GE(ranges, 3);
-    EXPECT_EQ(indexer.run_once().ranges_summarized, ranges);
+    const auto after = indexer.run_once();
+    EXPECT_EQ(after.ranges_summarized, ranges);
+    EXPECT_EQ(after.partitions_analyzed, 1);
     EXPECT_EQ(sql("SELECT count(*) FROM trackd.vehicle_telemetry_history").at(0, 0), "30100");
 }
 

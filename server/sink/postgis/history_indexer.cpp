@@ -37,6 +37,14 @@ core::metrics::Counter& ranges_summarized() {
     return c;
 }
 
+core::metrics::Counter& partitions_analyzed() {
+    static auto& c = core::metrics::counter(
+        "trackd_history_partitions_analyzed_total",
+        "History partitions being written that trackd's index maintenance analyzed because they "
+        "held rows and had no statistics yet (trackd.analyze_new_history_partitions)");
+    return c;
+}
+
 core::metrics::Counter& index_failures() {
     static auto& c = core::metrics::counter(
         "trackd_history_index_pass_failures_total",
@@ -105,6 +113,17 @@ IndexPass HistoryIndexer::run_once() {
                                                   {std::to_string(config_.postgis.index_grace_s)})
                                            .at(0, 0));
     ranges_summarized().inc(pass.ranges_summarized);
+    // A partition being written that autovacuum has not analyzed yet: without statistics the
+    // planner reads a time window through the whole btree instead of the BRIN (V0020).
+    pass.partitions_analyzed =
+        std::stoi(conn.query("SELECT trackd.analyze_new_history_partitions($1::int)",
+                             {std::to_string(config_.postgis.index_grace_s)})
+                      .at(0, 0));
+    if (pass.partitions_analyzed > 0) {
+        partitions_analyzed().inc(pass.partitions_analyzed);
+        core::log::info("analyzed history partitions being written that had no statistics",
+                        {{"partitions", std::to_string(pass.partitions_analyzed)}});
+    }
 
     const auto due =
         column(conn.query("SELECT partition_name FROM trackd.history_partition_indexes() "

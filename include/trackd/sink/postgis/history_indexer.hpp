@@ -9,10 +9,11 @@
 // partition, late rows included), and once both are valid drops the partition's hot BRINs. Every
 // step is idempotent, so a pass cut short anywhere (connection lost, backend terminated, trackd
 // killed) is finished by the next one. Each pass first summarizes the new block ranges of the BRIN
-// indexes on the partitions being written (trackd.summarize_history_brins, V0017), whatever the
-// setting. One instance at a time builds (a session advisory lock); the others skip their pass. The
-// connection's role must own the history table (as for postgis.retention). Threading: one thread
-// owns an instance; run() loops until `stop`.
+// indexes on the partitions being written (trackd.summarize_history_brins, V0017), and analyzes
+// those that hold rows but have no statistics yet (trackd.analyze_new_history_partitions, V0020),
+// whatever the setting. One instance at a time builds (a session advisory lock); the others skip
+// their pass. The connection's role must own the history table (as for postgis.retention).
+// Threading: one thread owns an instance; run() loops until `stop`.
 #pragma once
 
 #include <atomic>
@@ -27,12 +28,13 @@ class Connection;
 namespace trackd::sink::postgis {
 
 struct IndexPass {
-    int partitions = 0;         // partitions finished in this pass (closed indexes valid, no hot)
-    int indexes_built = 0;      // CREATE INDEX CONCURRENTLY that completed
-    int invalid_dropped = 0;    // invalid indexes (interrupted builds) dropped before rebuilding
-    int hot_dropped = 0;        // hot indexes dropped after the closed ones were valid
-    int ranges_summarized = 0;  // BRIN block ranges of the partitions being written (V0017)
-    bool skipped = false;       // another instance holds the builder lock
+    int partitions = 0;           // partitions finished in this pass (closed indexes valid, no hot)
+    int indexes_built = 0;        // CREATE INDEX CONCURRENTLY that completed
+    int invalid_dropped = 0;      // invalid indexes (interrupted builds) dropped before rebuilding
+    int hot_dropped = 0;          // hot indexes dropped after the closed ones were valid
+    int ranges_summarized = 0;    // BRIN block ranges of the partitions being written (V0017)
+    int partitions_analyzed = 0;  // partitions being written analyzed for the first time (V0020)
+    bool skipped = false;         // another instance holds the builder lock
 };
 
 class HistoryIndexer {
