@@ -28,8 +28,9 @@
 # bench/lib.sh), so trackd's indexer keeps to it.
 # Prints rows/s per run, the best of each set and its ratio to trackd's own set, measured in one
 # run; appends them to bench/RESULTS.md (not with --no-record). trackd's index maintenance
-# summarizes BRIN ranges every postgis.index_check_interval_s (30 s; V0017), which a run of seconds
-# mostly falls between, so brin-only's and bloom's figures leave most of that work out.
+# summarizes BRIN ranges every postgis.index_check_interval_s (5 s; 30 s before V0020), so a run of
+# seconds does a pass or two of that work at most; TRACKD_POSTGIS_INDEX_CHECK_INTERVAL_S=2 counts
+# nearly all of it in brin-only's and bloom's figures.
 set -euo pipefail
 # shellcheck source=bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

@@ -123,9 +123,11 @@ struct PostgisConfig {
     // range ended index_grace_s ago (docs/ingest.md, "History index layout").
     bool defer_indexes = false;
     int index_grace_s = 300;
-    // How often trackd run looks for partitions to close and summarizes the new BRIN ranges of
-    // the partitions being written (V0017).
-    int index_check_interval_s = 30;
+    // How often trackd run looks for partitions to close, summarizes the new BRIN ranges of the
+    // partitions being written (V0017) and analyzes a new one (V0020). A time window reads the
+    // ranges written since the last summary in full, so this bounds what a window at the tail
+    // scans.
+    int index_check_interval_s = 5;
 };
 
 // The Iceberg archive (docs/archive.md): history rows -> Parquet -> Iceberg v2 table.

@@ -102,13 +102,13 @@ TEST(Config, DeferredHistoryIndexes) {
     const auto d = trackd::config::load_from_string("", "test.toml", {});
     EXPECT_FALSE(d.postgis.defer_indexes);
     EXPECT_EQ(d.postgis.index_grace_s, 300);
-    EXPECT_EQ(d.postgis.index_check_interval_s, 30);
+    EXPECT_EQ(d.postgis.index_check_interval_s, 5);
     const auto c = trackd::config::load_from_string(
-        "[postgis]\ndefer_indexes = true\nindex_grace_s = 0\nindex_check_interval_s = 5\n",
+        "[postgis]\ndefer_indexes = true\nindex_grace_s = 0\nindex_check_interval_s = 60\n",
         "test.toml", {});
     EXPECT_TRUE(c.postgis.defer_indexes);
     EXPECT_EQ(c.postgis.index_grace_s, 0);
-    EXPECT_EQ(c.postgis.index_check_interval_s, 5);
+    EXPECT_EQ(c.postgis.index_check_interval_s, 60);
     EXPECT_EQ(error_of("[postgis]\nindex_grace_s = -1\n"),
               "postgis.index_grace_s: must not be negative");
     EXPECT_EQ(error_of("[postgis]\nindex_check_interval_s = 0\n"),
