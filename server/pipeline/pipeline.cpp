@@ -55,7 +55,8 @@ void run(const config::Config& config, std::atomic<bool>& stop) {
         });
     }
     // Closed partitions get their GiST and btree built beside ingest, on their own connection
-    // (postgis.defer_indexes; without it, partitions left hot from when it was on); stopped
+    // (postgis.defer_indexes; without it, partitions left hot from when it was on), and the
+    // partitions being written their BRIN summaries and first statistics, on another; stopped
     // with the archiver, after ingest. The empty open partitions made ahead get the hot
     // indexes before ingest starts.
     if (config.postgis.defer_indexes) {

@@ -3,12 +3,15 @@
 // exactly the closed indexes (valid) and loses the hot ones, a build interrupted by a killed
 // backend (an invalid index left behind) is repaired, and the API answers the same from a
 // partition in either layout.
+#include <atomic>
 #include <exception>
+#include <functional>
 #include <regex>
 #include <thread>
 
 #include <gtest/gtest.h>
 
+#include "trackd/core/metrics.hpp"
 #include "trackd/db/connection.hpp"
 #include "trackd/db/migrations.hpp"
 #include "trackd/http/server.hpp"
@@ -452,6 +455,75 @@ TEST_F(HistoryIndexesTest, APartitionBeingWrittenIsAnalyzedOnceItHoldsRowsAndWin
     EXPECT_EQ(stats(), "1");
     window("_time_brin");
     EXPECT_EQ(indexer.run_once().partitions_analyzed, 0);  // once: autovacuum keeps them since
+}
+
+// run() keeps the partitions being written summarized and analyzed on its own connection and
+// thread: a closed partition's build that waits (here for an old snapshot; on a large partition
+// a build takes minutes) holds neither up.
+TEST_F(HistoryIndexesTest, ABuildThatWaitsHoldsUpNoSummaryOfThePartitionsBeingWritten) {
+    script(kHotPastPartition);
+    script(kRows);
+    const auto today = todays_partition();
+    db::Connection holder(db_.dsn(), "test snapshot holder");
+    holder.exec_script("BEGIN ISOLATION LEVEL REPEATABLE READ");
+    holder.query("SELECT count(*) FROM trackd.vehicle_current_state");
+
+    config_.postgis.index_check_interval_s = 1;
+    std::atomic<bool> stop{false};
+    HistoryIndexer indexer(config_);
+    std::thread loops([&] { indexer.run(stop); });
+    struct Join {
+        db::Connection& holder;
+        std::atomic<bool>& stop;
+        std::thread& loops;
+        ~Join() {
+            try {
+                holder.exec_script("ROLLBACK");  // lets the build end, if it still waits
+            } catch (const db::DbError&) {
+            }
+            stop = true;
+            loops.join();
+        }
+    } join{holder, stop, loops};
+    const auto build_waits = [&] {
+        return sql("SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                   "'trackd history indexer' AND wait_event = 'virtualxid'")
+                   .at(0, 0) == "1";
+    };
+    const auto eventually = [](const std::function<bool()>& done) {
+        for (int i = 0; i < 600; ++i) {  // up to a minute
+            if (done()) return true;
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        return false;
+    };
+    ASSERT_TRUE(eventually(build_waits)) << "the build never waited for the old snapshot";
+
+    // Rows into today's partition while the build waits: the other loop summarizes their
+    // complete ranges and analyzes the partition (in that order) within a few passes.
+    // The counter's value in the metrics text, as Prometheus reads it.
+    const auto summarized = [] {
+        const std::string name = "\ntrackd_history_brin_ranges_summarized_total ";
+        const auto text = core::metrics::registry().render();
+        const auto at = text.find(name);
+        return at == std::string::npos ? 0.0 : std::stod(text.substr(at + name.size()));
+    };
+    const double before = summarized();
+    insert_now(1, 30000);
+    const int ranges = complete_ranges(today);
+    ASSERT_GE(ranges, 3);
+    EXPECT_TRUE(eventually([&] {
+        return sql("SELECT count(*) FROM pg_stats WHERE schemaname = 'trackd' AND "
+                   "tablename = $1 AND attname = 'recorded_at'",
+                   {today})
+                   .at(0, 0) == "1";
+    })) << "today's partition was not analyzed while the build waited";
+    EXPECT_EQ(summarized() - before, ranges);
+    EXPECT_TRUE(build_waits());
+
+    holder.exec_script("ROLLBACK");
+    EXPECT_TRUE(eventually([&] { return indexes_of(kPartition) == kClosed; }))
+        << indexes_of(kPartition);
 }
 
 // The summaries' lock wait is bounded and ingest never waits for them: with another session

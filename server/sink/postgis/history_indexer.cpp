@@ -72,6 +72,13 @@ db::Connection& HistoryIndexer::connection() {
     return *conn_;
 }
 
+db::Connection& HistoryIndexer::open_connection() {
+    if (!open_conn_ || !open_conn_->ok()) {
+        open_conn_ = std::make_unique<db::Connection>(config_.pg, "trackd history summaries");
+    }
+    return *open_conn_;
+}
+
 int HistoryIndexer::defer_open_partitions() {
     const auto n =
         std::stoi(connection()
@@ -85,7 +92,41 @@ int HistoryIndexer::defer_open_partitions() {
     return n;
 }
 
+IndexPass HistoryIndexer::maintain_open_partitions() {
+    IndexPass pass;
+    auto& conn = open_connection();
+    // The BRINs of the partitions being written: their new block ranges get a summary here,
+    // since PostgreSQL's own requests (autosummarize) overflow under a heavy ingest (V0017).
+    pass.ranges_summarized = std::stoi(conn.query("SELECT trackd.summarize_history_brins($1::int)",
+                                                  {std::to_string(config_.postgis.index_grace_s)})
+                                           .at(0, 0));
+    ranges_summarized().inc(pass.ranges_summarized);
+    // A partition being written that autovacuum has not analyzed yet: without statistics the
+    // planner reads a time window through the whole btree instead of the BRIN (V0020).
+    pass.partitions_analyzed =
+        std::stoi(conn.query("SELECT trackd.analyze_new_history_partitions($1::int)",
+                             {std::to_string(config_.postgis.index_grace_s)})
+                      .at(0, 0));
+    if (pass.partitions_analyzed > 0) {
+        partitions_analyzed().inc(pass.partitions_analyzed);
+        core::log::info("analyzed history partitions being written that had no statistics",
+                        {{"partitions", std::to_string(pass.partitions_analyzed)}});
+    }
+    return pass;
+}
+
 IndexPass HistoryIndexer::run_once() {
+    IndexPass pass = maintain_open_partitions();
+    const IndexPass closed = close_partitions();
+    pass.partitions = closed.partitions;
+    pass.indexes_built = closed.indexes_built;
+    pass.invalid_dropped = closed.invalid_dropped;
+    pass.hot_dropped = closed.hot_dropped;
+    pass.skipped = closed.skipped;
+    return pass;
+}
+
+IndexPass HistoryIndexer::close_partitions() {
     IndexPass pass;
     auto& conn = connection();
     // Held by the session: released when the pass ends, or when the connection dies.
@@ -106,24 +147,6 @@ IndexPass HistoryIndexer::run_once() {
             }
         }
     } unlock{conn};
-
-    // The BRINs of the partitions being written: their new block ranges get a summary here,
-    // since PostgreSQL's own requests (autosummarize) overflow under a heavy ingest (V0017).
-    pass.ranges_summarized = std::stoi(conn.query("SELECT trackd.summarize_history_brins($1::int)",
-                                                  {std::to_string(config_.postgis.index_grace_s)})
-                                           .at(0, 0));
-    ranges_summarized().inc(pass.ranges_summarized);
-    // A partition being written that autovacuum has not analyzed yet: without statistics the
-    // planner reads a time window through the whole btree instead of the BRIN (V0020).
-    pass.partitions_analyzed =
-        std::stoi(conn.query("SELECT trackd.analyze_new_history_partitions($1::int)",
-                             {std::to_string(config_.postgis.index_grace_s)})
-                      .at(0, 0));
-    if (pass.partitions_analyzed > 0) {
-        partitions_analyzed().inc(pass.partitions_analyzed);
-        core::log::info("analyzed history partitions being written that had no statistics",
-                        {{"partitions", std::to_string(pass.partitions_analyzed)}});
-    }
 
     const auto due =
         column(conn.query("SELECT partition_name FROM trackd.history_partition_indexes() "
@@ -189,21 +212,22 @@ IndexPass HistoryIndexer::run_once() {
     return pass;
 }
 
-void HistoryIndexer::run(const std::atomic<bool>& stop) {
+void HistoryIndexer::every_interval(const std::atomic<bool>& stop, Step step,
+                                    std::unique_ptr<db::Connection>& conn) {
     const auto interval = std::chrono::seconds(config_.postgis.index_check_interval_s);
     auto next = std::chrono::steady_clock::now();
     while (!stop.load()) {
         if (std::chrono::steady_clock::now() >= next) {
             try {
-                run_once();
+                (this->*step)();
             } catch (const db::DbError& e) {
                 index_failures().inc();
-                conn_.reset();  // a fresh session next time (the advisory lock goes with it)
+                conn.reset();  // a fresh session next time (an advisory lock goes with it)
                 core::log::warn("history index maintenance cut short; tried again later",
                                 {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
             } catch (const std::exception& e) {
                 index_failures().inc();
-                conn_.reset();
+                conn.reset();
                 core::log::error("history index maintenance failed; tried again later",
                                  {{"error", e.what()}});
             }
@@ -211,6 +235,15 @@ void HistoryIndexer::run(const std::atomic<bool>& stop) {
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
+}
+
+void HistoryIndexer::run(const std::atomic<bool>& stop) {
+    // Two loops, two connections: a closed partition's build takes minutes on a large
+    // partition, and the partitions being written must not wait that long for their summaries.
+    std::thread builder(
+        [this, &stop] { every_interval(stop, &HistoryIndexer::close_partitions, conn_); });
+    every_interval(stop, &HistoryIndexer::maintain_open_partitions, open_conn_);
+    builder.join();
 }
 
 }  // namespace trackd::sink::postgis

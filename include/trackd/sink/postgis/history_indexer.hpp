@@ -8,12 +8,14 @@
 // invalid ones, builds the missing ones with CREATE INDEX CONCURRENTLY (ingest keeps writing to the
 // partition, late rows included), and once both are valid drops the partition's hot BRINs. Every
 // step is idempotent, so a pass cut short anywhere (connection lost, backend terminated, trackd
-// killed) is finished by the next one. Each pass first summarizes the new block ranges of the BRIN
-// indexes on the partitions being written (trackd.summarize_history_brins, V0017), and analyzes
-// those that hold rows but have no statistics yet (trackd.analyze_new_history_partitions, V0020),
-// whatever the setting. One instance at a time builds (a session advisory lock); the others skip
-// their pass. The connection's role must own the history table (as for postgis.retention).
-// Threading: one thread owns an instance; run() loops until `stop`.
+// killed) is finished by the next one. Beside that, whatever the setting, it summarizes the new
+// block ranges of the BRIN indexes on the partitions being written (trackd.summarize_history_brins,
+// V0017) and analyzes those that hold rows but have no statistics yet
+// (trackd.analyze_new_history_partitions, V0020); run() does this on a second connection and
+// thread, so that a build does not hold it up. One instance at a time builds (a session advisory
+// lock); the others skip their builds. The connection's role must own the history table (as for
+// postgis.retention). Threading: one thread owns an instance; run() starts a second one for the
+// builds and joins it before it returns.
 #pragma once
 
 #include <atomic>
@@ -48,19 +50,35 @@ class HistoryIndexer {
     // instead of the closed ones (made ahead before the setting was on); called before ingest
     // starts. Returns how many it changed; throws db::DbError.
     int defer_open_partitions();
-    // One pass (see above); throws db::DbError. Without postgis.defer_indexes every partition
-    // that still has hot indexes is due at once, whatever its range (the setting was switched
-    // off): its rows get the closed indexes too.
+    // One pass (see above): maintain_open_partitions() then close_partitions(); throws
+    // db::DbError.
     IndexPass run_once();
-    // Passes every postgis.index_check_interval_s until `stop`; database errors are logged
-    // and the pass is tried again at the next interval, on a new connection.
+    // The partitions being written: their BRINs' new ranges summarized, analyzed if they have
+    // no statistics yet (fills ranges_summarized and partitions_analyzed). Needs no lock of
+    // its own: another instance doing the same at once is skipped by the lock waits in SQL.
+    IndexPass maintain_open_partitions();
+    // The partitions due to close, under the builder lock (fills the rest). Without
+    // postgis.defer_indexes every partition that still has hot indexes is due at once,
+    // whatever its range (the setting was switched off): its rows get the closed indexes too.
+    IndexPass close_partitions();
+    // Until `stop`, on two threads and two connections: maintain_open_partitions() and
+    // close_partitions(), each every postgis.index_check_interval_s, so that a build of
+    // minutes holds up no summary. Database errors are logged and the step is tried again at
+    // the next interval, on a new connection.
     void run(const std::atomic<bool>& stop);
 
   private:
     db::Connection& connection();
+    db::Connection& open_connection();
+    using Step = IndexPass (HistoryIndexer::*)();
+    // Runs `step` every postgis.index_check_interval_s until `stop`; `conn` is the step's
+    // connection, dropped after an error so that the next try starts a fresh session.
+    void every_interval(const std::atomic<bool>& stop, Step step,
+                        std::unique_ptr<db::Connection>& conn);
 
     const config::Config& config_;
-    std::unique_ptr<db::Connection> conn_;
+    std::unique_ptr<db::Connection> conn_;       // close_partitions()
+    std::unique_ptr<db::Connection> open_conn_;  // maintain_open_partitions()
 };
 
 }  // namespace trackd::sink::postgis
