@@ -37,9 +37,10 @@ BEGIN
   FOR r IN
     SELECT p.partition_name
       FROM trackd.history_partitions() p
+      JOIN pg_class t ON t.relname = p.partition_name AND t.relnamespace = 'trackd'::regnamespace
      WHERE NOT p.is_default AND p.range_from <= now()
        AND p.range_to > now() - make_interval(secs => greatest(p_grace_s, 0))
-       AND pg_relation_size(format('trackd.%I', p.partition_name)::regclass) > 0
+       AND pg_relation_size(t.oid) > 0  -- NULL, so left out, for one dropped meanwhile
        AND NOT EXISTS (SELECT 1 FROM pg_stats s
                         WHERE s.schemaname = 'trackd' AND s.tablename = p.partition_name
                           AND s.attname = 'recorded_at')
@@ -48,8 +49,11 @@ BEGIN
     BEGIN
       EXECUTE format('ANALYZE trackd.%I', r.partition_name);
       v_total := v_total + 1;
-    EXCEPTION WHEN lock_not_available THEN
-      NULL;  -- busy (autovacuum, an index build): the next call
+    EXCEPTION
+      WHEN lock_not_available THEN
+        NULL;  -- busy (autovacuum, an index build): the next call
+      WHEN undefined_table THEN
+        NULL;  -- dropped meanwhile (postgis.retention)
     END;
   END LOOP;
   RETURN v_total;
