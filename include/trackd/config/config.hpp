@@ -67,7 +67,9 @@ struct HttpToken {
 struct HttpConfig {
     bool enabled = true;
     std::string listen = "127.0.0.1:8080";
-    int threads = 2;
+    // A request holds its I/O thread while its query runs, so fewer threads than pool_size
+    // leave connections idle (the API bench: 2 threads answered 20-35% fewer requests than 4).
+    int threads = 4;
     int max_header_bytes = 16 * 1024;  // request line + headers; above it: 431
     int max_body_bytes = 1024 * 1024;  // above it: 413
     int read_timeout_ms = 10000;       // from a request's first byte to its last
