@@ -499,8 +499,6 @@ TEST_F(HistoryIndexesTest, ABuildThatWaitsHoldsUpNoSummaryOfThePartitionsBeingWr
     };
     ASSERT_TRUE(eventually(build_waits)) << "the build never waited for the old snapshot";
 
-    // Rows into today's partition while the build waits: the other loop summarizes their
-    // complete ranges and analyzes the partition (in that order) within a few passes.
     // The counter's value in the metrics text, as Prometheus reads it.
     const auto summarized = [] {
         const std::string name = "\ntrackd_history_brin_ranges_summarized_total ";
@@ -509,6 +507,8 @@ TEST_F(HistoryIndexesTest, ABuildThatWaitsHoldsUpNoSummaryOfThePartitionsBeingWr
         return at == std::string::npos ? 0.0 : std::stod(text.substr(at + name.size()));
     };
     const double before = summarized();
+    // Rows into today's partition while the build waits: the other loop summarizes their
+    // complete ranges and analyzes the partition (in that order) within a few passes.
     insert_now(1, 30000);
     const int ranges = complete_ranges(today);
     ASSERT_GE(ranges, 3);
