@@ -293,11 +293,12 @@ bench_produce() {
   accepted=$(jq -r .accepted "$work/fleet.json")
 }
 # bench_scratch NAME: a driver's scratch state: tag (the pid), topic bench-NAME-<tag>, work (a
-# fresh trackd-bench-NAME.* directory), no databases and no trackd yet; bench_scratch_cleanup
-# runs at exit.
+# fresh trackd-bench-NAME.* directory), no databases, no other topics (scratch_topics: a
+# driver that makes more adds them there) and no trackd yet; bench_scratch_cleanup runs at exit.
 bench_scratch() {
   tag="$$"
   topic="bench-$1-$tag"
+  scratch_topics=()
   work="$(mktemp -d "${TMPDIR:-/tmp}/trackd-bench-$1.XXXXXX")"
   dbs=()
   trackd_pid=""
@@ -322,18 +323,24 @@ bench_ingest_once() {
   stop_trackd || true
 }
 # bench_scratch_cleanup: the EXIT trap of a driver that keeps its scratch state in trackd_pid,
-# dbs, topic and work: stops trackd, drops the databases and the topic, and removes $work
-# unless the run failed.
+# dbs, topic, scratch_topics and work: stops trackd, drops the databases and the topics, and
+# removes $work unless the run failed.
 bench_scratch_cleanup() {
-  local rc=$? db
+  local rc=$? db t
   # In a subshell: a hang reported there ends the subshell, not the cleanup.
   [[ -z "${trackd_pid:-}" ]] || (stop_trackd) || true
   for db in "${dbs[@]}"; do drop_db "$db"; done
   delete_topic "$topic"
+  for t in "${scratch_topics[@]}"; do delete_topic "$t"; done
   if ((rc != 0)); then say "failed (exit $rc); files kept in $work"; else rm -rf -- "$work"; fi
   exit $rc
 }
 
+# pgbench per-transaction logs (column 3: latency in µs) -> "p50 p90 p99" in ms.
+pg_percentiles() {
+  cat "$@" | awk '{print $3}' | sort -n | awk '{a[NR]=$1} END{
+    printf "%.2f %.2f %.2f", a[int(NR*0.50)]/1000, a[int(NR*0.90)]/1000, a[int(NR*0.99)]/1000}'
+}
 # kv FILE KEY: the value of a key=value line.
 kv() { sed -n "s/^$2=//p" "$1" | tail -n 1; }
 # Arithmetic with floats.

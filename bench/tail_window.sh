@@ -52,16 +52,6 @@ interval_ms=$((vehicles * 1000 / rate))
 ((interval_ms >= 1)) || interval_ms=1
 
 bench_scratch tail-window
-run_topics=()
-# The runs' topics go too, then bench_scratch_cleanup with the driver's exit status.
-cleanup() {
-  local rc=$? t
-  for t in "${run_topics[@]}"; do delete_topic "$t"; done
-  set +e
-  (exit "$rc") # bench_scratch_cleanup reads the status from $?
-  bench_scratch_cleanup
-}
-trap cleanup EXIT
 started=$SECONDS
 bench_build
 # TRACKD_BENCH_SERVICES=running: the services are up and managed by someone else; leave them be.
@@ -74,15 +64,10 @@ SELECT count(*) FROM trackd.vehicle_telemetry_history
  WHERE recorded_at >= now() - interval '$((window + 1)) s' AND recorded_at < now() - interval '1 s';
 SQL
 
-# quantile FILE Q: the value at quantile Q of a sorted file of numbers (nearest rank).
-quantile() {
-  awk -v q="$2" '{ a[NR] = $1 } END { r = int(NR * q + 0.5); if (r < 1) r = 1; printf "%.1f", a[r] }' "$1"
-}
-
 # run_setup SETUP I: one live run; "p50 p90 p99 queries rows" in $work/SETUP_I.kv.
 run_setup() {
   local setup="$1" i="$2" db="bench_tail_${tag}_$1_$2" group="bench-tail-${tag}-$1-$2" t="$topic-$1-$2"
-  local interval=5 qdir lat n
+  local interval=5 qdir n p50 p90 p99
   new_db "$db"
   if [[ "$setup" == before ]]; then
     interval=30
@@ -90,7 +75,7 @@ run_setup() {
       -c "CREATE FUNCTION trackd.analyze_new_history_partitions(p_grace_s int, p_lock_timeout_ms int)
           RETURNS int LANGUAGE sql AS 'SELECT 0'" >/dev/null
   fi
-  run_topics+=("$t")
+  scratch_topics+=("$t")
   create_topic "$t" 12
   TRACKD_PG_DSN="$(dsn_of "$db")" TRACKD_KAFKA_BROKERS="$brokers" TRACKD_KAFKA_TOPIC="$t" \
     TRACKD_KAFKA_GROUP="$group" TRACKD_HTTP_ENABLED=false \
@@ -110,14 +95,13 @@ run_setup() {
   wait "$fleet_pid" || die "trackd-fleet failed: $(tail -n 5 "$work/fleet_${setup}_$i.log")"
   sleep 3
   stop_trackd || true
-  lat="$qdir/latencies_ms"
-  cat "$qdir"/pgbench_log.* | awk '{ print $3 / 1000 }' | sort -n >"$lat"
-  n=$(wc -l <"$lat")
-  ((n > 0)) || die "pgbench ran no query"
+  n=$(cat "$qdir"/pgbench_log.* | wc -l)
+  ((n > 1)) || die "pgbench ran $n queries"
+  read -r p50 p90 p99 <<<"$(pg_percentiles "$qdir"/pgbench_log.*)"
   {
-    echo "p50=$(quantile "$lat" 0.5)"
-    echo "p90=$(quantile "$lat" 0.9)"
-    echo "p99=$(quantile "$lat" 0.99)"
+    echo "p50=$p50"
+    echo "p90=$p90"
+    echo "p99=$p99"
     echo "queries=$n"
     echo "rows=$(psql_at "$db" -c 'SELECT count(*) FROM trackd.vehicle_telemetry_history')"
   } >"$work/${setup}_$i.kv"

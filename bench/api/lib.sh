@@ -104,11 +104,6 @@ wrk_percentiles() {
   awk '/Latency Distribution/{f=1;next} f&&/%/{v=$2; u=v; sub(/[0-9.]+/,"",u); sub(/[a-z]+$/,"",v);
        m=(u=="us")?v/1000:(u=="s")?v*1000:v; a[$1]=m} END{printf "%.2f %.2f %.2f", a["50%"], a["90%"], a["99%"]}' "$1"
 }
-# pgbench per-transaction logs (column 3: latency in µs) -> "p50 p90 p99" in ms.
-pg_percentiles() {
-  cat "$@" | awk '{print $3}' | sort -n | awk '{a[NR]=$1} END{
-    printf "%.2f %.2f %.2f", a[int(NR*0.50)]/1000, a[int(NR*0.90)]/1000, a[int(NR*0.99)]/1000}'
-}
 
 # api_measure LABEL URL LUA SQL SECONDS CONNECTIONS PG_CLIENTS DB [pgbench options]: a 2 s
 # warm-up of both, then wrk with LUA against URL and right after pgbench with SQL on DB. Sets
