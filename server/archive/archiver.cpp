@@ -408,6 +408,9 @@ void Archiver::run(const std::atomic<bool>& stop) {
     auto last_compaction = Clock::now();
     bool said_waiting = false;
     auto backoff = std::chrono::milliseconds(100);
+    // A store or database that stays away fails every round: logged when it starts, once a
+    // minute while it lasts, and when it ends.
+    core::log::Recurring failing(core::log::Level::warn, "archive failed, retrying");
     while (!stop.load()) {
         try {
             const bool locked = m.try_lock();
@@ -421,7 +424,7 @@ void Archiver::run(const std::atomic<bool>& stop) {
                 sleep_unless(stop, std::max(poll, std::chrono::milliseconds(1000)));
                 continue;
             }
-            if (said_waiting || backoff > std::chrono::milliseconds(100)) {
+            if (said_waiting) {
                 core::log::info("archiver running",
                                 {{"table", m.ident.dotted()}, {"location", m.location}});
             }
@@ -449,13 +452,13 @@ void Archiver::run(const std::atomic<bool>& stop) {
                 last_compaction = Clock::now();
             }
             backoff = std::chrono::milliseconds(100);
+            failing.over("archive works again", {{"table", m.ident.dotted()}});
         } catch (const std::exception& e) {
             // PostgreSQL away, a disk error, a conflicting writer: nothing archived is lost
             // (the table says what it holds), so start over on new connections after a pause.
             metrics().failures.inc();
             metrics().lock_held.set(0);
-            core::log::warn(
-                "archive failed, retrying",
+            failing.occurred(
                 {{"error", e.what()}, {"retry_in_ms", std::to_string(backoff.count())}});
             m.reset();
             sleep_unless(stop, backoff);

@@ -81,8 +81,11 @@ void configure(std::string_view level, std::string_view format) {
     g_json = format == "json";
 }
 
-std::string format_line(Level level, std::string_view message, Fields fields, bool json,
-                        std::string_view timestamp) {
+namespace {
+
+template <class Range>
+std::string format_fields_line(Level level, std::string_view message, const Range& fields,
+                               bool json, std::string_view timestamp) {
     std::string line;
     if (json) {
         line = fmt::format(R"({{"ts":"{}","level":"{}","msg":")", timestamp, name(level));
@@ -111,15 +114,69 @@ std::string format_line(Level level, std::string_view message, Fields fields, bo
     return line;
 }
 
-void write(Level level, std::string_view message, Fields fields) {
+template <class Range>
+void write_fields(Level level, std::string_view message, const Range& fields) {
     if (static_cast<int>(level) < g_level.load(std::memory_order_relaxed)) return;
     const auto now =
         std::chrono::floor<std::chrono::milliseconds>(std::chrono::system_clock::now());
     const std::string line =
-        format_line(level, message, fields, g_json.load(), fmt::format("{:%FT%TZ}", now));
+        format_fields_line(level, message, fields, g_json.load(), fmt::format("{:%FT%TZ}", now));
     const std::lock_guard lock(g_mutex);
     std::fwrite(line.data(), 1, line.size(), stderr);
     std::fflush(stderr);
+}
+
+std::string whole_seconds(std::chrono::steady_clock::duration d) {
+    return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count());
+}
+
+}  // namespace
+
+std::string format_line(Level level, std::string_view message, Fields fields, bool json,
+                        std::string_view timestamp) {
+    return format_fields_line(level, message, fields, json, timestamp);
+}
+
+void write(Level level, std::string_view message, Fields fields) {
+    write_fields(level, message, fields);
+}
+
+void write(Level level, std::string_view message, const std::vector<Field>& fields) {
+    write_fields(level, message, fields);
+}
+
+Recurring::Recurring(Level level, std::string message, Clock::duration every)
+    : level_(level), message_(std::move(message)), every_(every) {}
+
+void Recurring::occurred(Fields fields, Clock::time_point now) {
+    std::vector<Field> line(fields);
+    {
+        const std::lock_guard lock(mutex_);
+        if (times_++ == 0) {
+            first_ = now;
+        } else {
+            ++unlogged_;
+            if (now - last_line_ < every_) return;
+            line.emplace_back("repeats", std::to_string(unlogged_));
+            line.emplace_back("for_s", whole_seconds(now - first_));
+        }
+        unlogged_ = 0;
+        last_line_ = now;
+    }
+    write(level_, message_, line);
+}
+
+void Recurring::over(std::string_view message, Fields fields, Clock::time_point now) {
+    std::vector<Field> line(fields);
+    {
+        const std::lock_guard lock(mutex_);
+        if (times_ == 0) return;
+        line.emplace_back("for_s", whole_seconds(now - first_));
+        line.emplace_back("times", std::to_string(times_));
+        times_ = 0;
+        unlogged_ = 0;
+    }
+    write(Level::info, message, line);
 }
 
 }  // namespace trackd::core::log

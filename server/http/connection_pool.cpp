@@ -56,8 +56,9 @@ void ConnectionPool::connect(Slot& slot) {
         conn->query(fmt::format("SET statement_timeout = {}", settings_.statement_timeout_ms));
         conn->query("SET TIME ZONE 'UTC'");
         slot.conn = std::move(conn);
+        unreachable_.over("http: connected to PostgreSQL again");
     } catch (const db::DbError& e) {
-        core::log::warn("http: cannot connect to PostgreSQL", {{"error", e.what()}});
+        unreachable_.occurred({{"error", e.what()}});
         throw ProblemError(ProblemKind::unavailable, "the database is unreachable; retry later");
     }
 }

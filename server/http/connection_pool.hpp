@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "trackd/core/log.hpp"
 #include "trackd/db/connection.hpp"
 
 namespace trackd::http {
@@ -68,6 +69,8 @@ class ConnectionPool {
     std::vector<Slot*> free_;
     std::mutex mutex_;
     std::condition_variable available_;
+    // Every request tries to connect while PostgreSQL is away: said once a minute, not each time.
+    core::log::Recurring unreachable_{core::log::Level::warn, "http: cannot connect to PostgreSQL"};
 };
 
 }  // namespace trackd::http

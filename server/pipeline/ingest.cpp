@@ -313,9 +313,12 @@ class Ingest final : public source::PartitionOwner {
     void with_retry(const char* what, Fn&& fn, Sink* sink = nullptr,
                     const std::atomic<bool>* abandon = nullptr) {
         auto delay = std::chrono::milliseconds(100);
+        // An outage is logged when it starts, once a minute while it lasts, and when it ends.
+        core::log::Recurring unavailable(core::log::Level::warn, "database unavailable, retrying");
         for (;;) {
             try {
                 fn();
+                unavailable.over("database reachable again", {{"during", what}});
                 return;
             } catch (const db::DbError& e) {
                 if (!retryable(e)) {
@@ -324,10 +327,9 @@ class Ingest final : public source::PartitionOwner {
                 }
                 metrics_.db_errors_retryable.inc();
                 metrics_.db_retries.inc();
-                core::log::warn("database unavailable, retrying",
-                                {{"during", what},
-                                 {"error", e.what()},
-                                 {"retry_in_ms", std::to_string(delay.count())}});
+                unavailable.occurred({{"during", what},
+                                      {"error", e.what()},
+                                      {"retry_in_ms", std::to_string(delay.count())}});
             }
             const auto until = Clock::now() + delay;
             while (Clock::now() < until) {

@@ -928,9 +928,11 @@ TEST(ArchiveS3, OutageWhileArchivingIsRetriedAndLosesNothing) {
     const auto out = IngestHarness::read_file(log);
     EXPECT_NE(out.find("archive storage request failed, retrying"), std::string::npos) << out;
     EXPECT_GT(relay.refused(), 0);
-    std::printf("[ measured ] %zu S3 request retries, %zu failed rounds, %d connections refused\n",
-                count_of(out, "archive storage request failed, retrying"),
-                count_of(out, "archive failed, retrying"), relay.refused());
+    std::printf(
+        "[ measured ] %zu S3 request retries, %zu failed rounds logged, %d connections "
+        "refused\n",
+        count_of(out, "archive storage request failed, retrying"),
+        count_of(out, "archive failed, retrying"), relay.refused());
     expect_exact(a.check("compare"));
     EXPECT_EQ(a.check("compare").at("iceberg_rows"), "200");
     EXPECT_EQ(a.check("files").at("missing_files"), "0");

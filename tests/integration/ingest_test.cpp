@@ -72,9 +72,10 @@ TEST(Ingest, SurvivesPostgresqlImmediateRestart) {
     trackd->kill(SIGTERM);
     EXPECT_TRUE(trackd->wait_for(std::chrono::seconds(15)));
     EXPECT_EQ(trackd->exit_code(), 0);
-    EXPECT_NE(IngestHarness::read_file(h.log_path()).find("database unavailable, retrying"),
-              std::string::npos)
+    const auto log = IngestHarness::read_file(h.log_path());
+    EXPECT_NE(log.find("database unavailable, retrying"), std::string::npos)
         << "the restart should have been noticed";
+    EXPECT_NE(log.find("database reachable again"), std::string::npos) << "and its end: " << log;
     h.check_accounting(load_manifest(h.manifest_path()));
 }
 

@@ -216,15 +216,18 @@ void HistoryIndexer::every_interval(const std::atomic<bool>& stop, Step step,
                                     std::unique_ptr<db::Connection>& conn) {
     const auto interval = std::chrono::seconds(config_.postgis.index_check_interval_s);
     auto next = std::chrono::steady_clock::now();
+    // PostgreSQL away fails every pass: logged when it starts, once a minute, and when it ends.
+    core::log::Recurring cut_short(core::log::Level::warn,
+                                   "history index maintenance cut short; tried again later");
     while (!stop.load()) {
         if (std::chrono::steady_clock::now() >= next) {
             try {
                 (this->*step)();
+                cut_short.over("history index maintenance works again");
             } catch (const db::DbError& e) {
                 index_failures().inc();
                 conn.reset();  // a fresh session next time (an advisory lock goes with it)
-                core::log::warn("history index maintenance cut short; tried again later",
-                                {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
+                cut_short.occurred({{"error", e.what()}, {"sqlstate", e.sqlstate()}});
             } catch (const std::exception& e) {
                 index_failures().inc();
                 conn.reset();
