@@ -557,5 +557,145 @@ TEST_F(HistoryIndexesTest, ASummaryGivesWayToAHeldLockAndNoWriteWaitsForIt) {
     EXPECT_EQ(sql("SELECT count(*) FROM trackd.vehicle_telemetry_history").at(0, 0), "30100");
 }
 
+// A past hour's partition with rows and no statistics, which counts as being written when the
+// grace is long enough (kGraceS): a partition both V0020's ANALYZE and retention may take.
+constexpr const char* kPastWithRows = R"SQL(
+SELECT trackd.create_history_partitions('2025-06-01T10:00:00Z', '2025-06-01T11:00:00Z', 'hour');
+ALTER TABLE trackd.vehicle_telemetry_history_p2025060110 SET (autovacuum_enabled = false);
+INSERT INTO trackd.vehicle_telemetry_history (vehicle_id, recorded_at, geom, ingest_batch_id,
+  kafka_partition, kafka_offset)
+SELECT 'veh-' || (n % 50), '2025-06-01T10:00:00Z'::timestamptz + n * interval '100 ms',
+       ST_SetSRID(ST_MakePoint(13, 52, 0), 4326), 1, 0, n FROM generate_series(1, 20000) n;
+)SQL";
+constexpr int kGraceS = 20 * 365 * 86400;
+constexpr const char* kHoldPastPartition =
+    "BEGIN; LOCK TABLE trackd.vehicle_telemetry_history_p2025060110 IN ACCESS EXCLUSIVE MODE";
+
+// The backend running `sql` on `conn` (application_name `name`) from another thread, once it
+// waits for a lock; "" if it never did within a minute.
+std::string pid_waiting_for_lock(db::Connection& observer, const std::string& name) {
+    for (int i = 0; i < 3000; ++i) {
+        const auto pid = observer
+                             .query(
+                                 "SELECT pid::text FROM pg_stat_activity WHERE "
+                                 "application_name = $1 AND wait_event_type = 'Lock'",
+                                 {name})
+                             .get(0, 0);
+        if (pid) return *pid;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return "";
+}
+
+// The history partitions with statistics on recorded_at, in name order.
+std::string analyzed(db::Connection& conn) {
+    return conn
+        .query(
+            "SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_stats WHERE "
+            "schemaname = 'trackd' AND tablename LIKE 'vehicle\\_telemetry\\_history\\_p%' "
+            "AND attname = 'recorded_at'")
+        .get(0, 0)
+        .value_or("");
+}
+
+// Retention drops a partition while V0020's ANALYZE waits for it: the ANALYZE passes over it,
+// and the call analyzes the others and returns. Retention's DROP holds the history table's
+// ACCESS EXCLUSIVE lock (trackd.drop_history_partitions_before); the call waits for it as long
+// as its lock timeout lets it (a minute here, so that the DROP commits first).
+TEST_F(HistoryIndexesTest, AnAnalyzeRacingRetentionsDropOfItsPartitionPassesOverIt) {
+    script(kPastWithRows);
+    const auto today = todays_partition();
+    insert_now(1, 20000);
+    db::Connection retention(db_.dsn(), "test retention");
+    retention.exec_script(kHoldPastPartition);
+
+    std::string returned;
+    std::exception_ptr failure;
+    std::thread analyze([&] {
+        try {
+            db::Connection conn(db_.dsn(), "test analyze");
+            returned = conn.query("SELECT trackd.analyze_new_history_partitions($1, 60000)",
+                                  {std::to_string(kGraceS)})
+                           .at(0, 0);
+        } catch (...) {
+            failure = std::current_exception();
+        }
+    });
+    db::Connection observer(db_.dsn(), "test observer");
+    const bool waited = !pid_waiting_for_lock(observer, "test analyze").empty();
+    EXPECT_EQ(
+        retention.query("SELECT trackd.drop_history_partitions_before('2025-06-02')").at(0, 0),
+        "1");
+    retention.exec_script("COMMIT");
+    analyze.join();
+    ASSERT_TRUE(waited) << "the ANALYZE never waited for retention's lock";
+    if (failure) {
+        try {
+            std::rethrow_exception(failure);
+        } catch (const std::exception& e) {
+            FAIL() << "the call failed: " << e.what();
+        }
+    }
+    EXPECT_EQ(returned, "1");  // today's partition
+    EXPECT_EQ(analyzed(observer), today);
+}
+
+// trackd killed while V0020's ANALYZE runs: the call's one transaction ends with its session,
+// so a partition it had analyzed already loses those statistics too, and the next pass (here
+// a new indexer, as a restarted trackd) analyzes every partition again. The call is caught
+// after analyzing the past partition, waiting for today's, whose lock a holder keeps.
+TEST_F(HistoryIndexesTest, AnAnalyzeWhoseSessionIsKilledLeavesNoStatisticsAndTheNextPassAnalyzes) {
+    script(kPastWithRows);
+    const auto today = todays_partition();
+    insert_now(1, 20000);
+    db::Connection holder(db_.dsn(), "test holder");
+    holder.exec_script("BEGIN; LOCK TABLE trackd." + today + " IN SHARE UPDATE EXCLUSIVE MODE");
+
+    std::exception_ptr failure;
+    std::thread analyze([&] {
+        try {
+            db::Connection conn(db_.dsn(), "test analyze");
+            conn.query("SELECT trackd.analyze_new_history_partitions($1, 60000)",
+                       {std::to_string(kGraceS)});
+        } catch (...) {
+            failure = std::current_exception();
+        }
+    });
+    db::Connection observer(db_.dsn(), "test observer");
+    const auto pid = pid_waiting_for_lock(observer, "test analyze");
+    if (!pid.empty()) {
+        EXPECT_EQ(observer.query("SELECT pg_terminate_backend($1::int)", {pid}).at(0, 0), "t");
+    }
+    analyze.join();
+    ASSERT_FALSE(pid.empty()) << "the ANALYZE never waited for today's partition";
+    EXPECT_TRUE(failure) << "the call was not cut off";
+    holder.exec_script("COMMIT");
+    EXPECT_EQ(analyzed(observer), "") << "statistics of a transaction that did not commit";
+
+    config_.postgis.defer_indexes = false;
+    config_.postgis.index_grace_s = kGraceS;
+    EXPECT_EQ(HistoryIndexer(config_).run_once().partitions_analyzed, 2);
+    EXPECT_EQ(analyzed(observer), std::string(kPartition) + "," + today);
+}
+
+// A DBA's VACUUM FULL, CLUSTER or ALTER TABLE on an old partition holds its ACCESS EXCLUSIVE
+// lock for as long as it runs. Listing the partitions (trackd.history_partitions(), V0021)
+// takes no lock on any of them, so the partitions being written still get their summaries
+// and statistics meanwhile: only the partition that is held waits.
+TEST_F(HistoryIndexesTest, AnOldPartitionHeldByADbaHoldsUpNoMaintenanceOfTheOthers) {
+    script(kPastWithRows);
+    const auto today = todays_partition();
+    insert_now(1, 30000);
+    db::Connection dba(db_.dsn(), "test dba");
+    dba.exec_script(kHoldPastPartition);
+    config_.postgis.defer_indexes = false;
+    const auto pass = HistoryIndexer(config_).run_once();  // grace 0: the past one is closed
+    EXPECT_EQ(pass.ranges_summarized, complete_ranges(today));
+    EXPECT_EQ(pass.partitions_analyzed, 1);
+    db::Connection observer(db_.dsn(), "test observer");
+    EXPECT_EQ(analyzed(observer), today);
+    dba.exec_script("ROLLBACK");
+}
+
 }  // namespace
 }  // namespace trackd::test
