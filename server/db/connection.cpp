@@ -1,9 +1,11 @@
 #include "trackd/db/connection.hpp"
 
+#include <cerrno>
 #include <utility>
 
 #include <fmt/format.h>
 #include <libpq-fe.h>
+#include <poll.h>
 
 #include "trackd/core/log.hpp"
 
@@ -138,8 +140,49 @@ Connection::~Connection() {
 
 bool Connection::ok() const { return conn_ != nullptr && PQstatus(conn_) == CONNECTION_OK; }
 
+PGresult* Connection::await_result() {
+    const auto deadline = std::chrono::steady_clock::now() + answer_timeout_;
+    PGresult* last = nullptr;
+    for (;;) {
+        while (PQisBusy(conn_) != 0) {
+            const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+                                  deadline - std::chrono::steady_clock::now())
+                                  .count();
+            pollfd p{PQsocket(conn_), POLLIN, 0};
+            const int ready = left > 0 ? ::poll(&p, 1, static_cast<int>(left)) : 0;
+            if (ready < 0 && errno == EINTR) continue;
+            if (ready == 0) {
+                PQclear(last);
+                PQfinish(conn_);
+                conn_ = nullptr;
+                throw DbTimeout(
+                    fmt::format("PostgreSQL did not answer within {} ms; the connection was closed",
+                                answer_timeout_.count()));
+            }
+            // A broken connection: PQgetResult reports it.
+            if (ready < 0 || PQconsumeInput(conn_) == 0) break;
+        }
+        PGresult* res = PQgetResult(conn_);
+        if (res == nullptr) break;
+        PQclear(last);
+        last = res;
+        const auto status = PQresultStatus(res);
+        if (status == PGRES_COPY_IN || status == PGRES_COPY_OUT || status == PGRES_COPY_BOTH ||
+            PQstatus(conn_) == CONNECTION_BAD) {
+            break;
+        }
+    }
+    return last;
+}
+
 void Connection::exec_script(const std::string& sql) {
-    PGresult* res = PQexec(conn_, sql.c_str());
+    PGresult* res = nullptr;
+    if (answer_timeout_.count() == 0) {
+        res = PQexec(conn_, sql.c_str());
+    } else {
+        if (PQsendQuery(conn_, sql.c_str()) == 0) throw_result_error(conn_, nullptr);
+        res = await_result();
+    }
     const auto status = PQresultStatus(res);
     if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) throw_result_error(conn_, res);
     PQclear(res);
@@ -149,15 +192,32 @@ Result Connection::query(const std::string& sql, const Params& params) {
     std::vector<const char*> values;
     values.reserve(params.size());
     for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
-    PGresult* res = PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr,
-                                 values.data(), nullptr, nullptr, 0);
+    const int n = static_cast<int>(values.size());
+    PGresult* res = nullptr;
+    if (answer_timeout_.count() == 0) {
+        res = PQexecParams(conn_, sql.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0);
+    } else {
+        if (PQsendQueryParams(conn_, sql.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0) ==
+            0) {
+            throw_result_error(conn_, nullptr);
+        }
+        res = await_result();
+    }
     const auto status = PQresultStatus(res);
     if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) throw_result_error(conn_, res);
     return Result(res);
 }
 
 void Connection::prepare(const std::string& name, const std::string& sql) {
-    PGresult* res = PQprepare(conn_, name.c_str(), sql.c_str(), 0, nullptr);
+    PGresult* res = nullptr;
+    if (answer_timeout_.count() == 0) {
+        res = PQprepare(conn_, name.c_str(), sql.c_str(), 0, nullptr);
+    } else {
+        if (PQsendPrepare(conn_, name.c_str(), sql.c_str(), 0, nullptr) == 0) {
+            throw_result_error(conn_, nullptr);
+        }
+        res = await_result();
+    }
     if (PQresultStatus(res) != PGRES_COMMAND_OK) throw_result_error(conn_, res);
     PQclear(res);
 }
@@ -166,9 +226,18 @@ Result Connection::query_prepared(const std::string& name, const Params& params,
     std::vector<const char*> values;
     values.reserve(params.size());
     for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
-    PGresult* res =
-        PQexecPrepared(conn_, name.c_str(), static_cast<int>(values.size()), values.data(), nullptr,
-                       nullptr, format == Format::binary ? 1 : 0);
+    const int n = static_cast<int>(values.size());
+    const int binary = format == Format::binary ? 1 : 0;
+    PGresult* res = nullptr;
+    if (answer_timeout_.count() == 0) {
+        res = PQexecPrepared(conn_, name.c_str(), n, values.data(), nullptr, nullptr, binary);
+    } else {
+        if (PQsendQueryPrepared(conn_, name.c_str(), n, values.data(), nullptr, nullptr, binary) ==
+            0) {
+            throw_result_error(conn_, nullptr);
+        }
+        res = await_result();
+    }
     const auto status = PQresultStatus(res);
     if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) throw_result_error(conn_, res);
     return Result(res);

@@ -48,19 +48,40 @@ void ConnectionPool::release(Slot* slot) {
 void ConnectionPool::connect(Slot& slot) {
     slot.prepared.clear();
     slot.conn.reset();
+    bool probe = false;
+    {
+        const std::lock_guard lock(mutex_);
+        if (unreachable_) {
+            if (probing_) {
+                throw ProblemError(ProblemKind::unavailable,
+                                   "the database is unreachable; retry later");
+            }
+            probing_ = probe = true;
+        }
+    }
     try {
         auto conn = std::make_unique<db::Connection>(settings_.dsn, "trackd http",
                                                      settings_.connect_timeout_s);
+        conn->set_answer_timeout(std::chrono::milliseconds(settings_.statement_timeout_ms) +
+                                 kAnswerMargin);
         // The API only reads (and writes geofences): a statement running longer than this is a
         // query the caller should narrow, not one to wait for.
         conn->query(fmt::format("SET statement_timeout = {}", settings_.statement_timeout_ms));
         conn->query("SET TIME ZONE 'UTC'");
         slot.conn = std::move(conn);
-        unreachable_.over("http: connected to PostgreSQL again");
+        set_reachable(true, probe);
+        unreachable_log_.over("http: PostgreSQL reachable again");
     } catch (const db::DbError& e) {
-        unreachable_.occurred({{"error", e.what()}});
+        set_reachable(false, probe);
+        unreachable_log_.occurred({{"error", e.what()}});
         throw ProblemError(ProblemKind::unavailable, "the database is unreachable; retry later");
     }
+}
+
+void ConnectionPool::set_reachable(bool reachable, bool probe) {
+    const std::lock_guard lock(mutex_);
+    unreachable_ = !reachable;
+    if (probe) probing_ = false;
 }
 
 db::Result ConnectionPool::execute(Slot& slot, const Statement& st, const db::Params& params) {
@@ -89,6 +110,18 @@ db::Result ConnectionPool::run(const Statement& statement, const db::Params& par
         if (!slot->conn || !slot->conn->ok()) connect(*slot);
         try {
             return execute(*slot, statement, params);
+        } catch (const db::DbTimeout& e) {
+            slot->conn.reset();  // closed already
+            set_reachable(false, false);
+            unreachable_log_.occurred({{"error", e.what()}});
+            throw ProblemError(
+                ProblemKind::unavailable,
+                fmt::format(
+                    "the database did not answer within {} ms "
+                    "(http.statement_timeout_ms + {} ms); retry later",
+                    (std::chrono::milliseconds(settings_.statement_timeout_ms) + kAnswerMargin)
+                        .count(),
+                    kAnswerMargin.count()));
         } catch (const db::DbError& e) {
             if (e.sqlstate() == "57014") {
                 throw ProblemError(

@@ -6,11 +6,14 @@
 // text parameters and returns the rows. Every statement runs under `statement_timeout`, so a slow
 // query ends with SQLSTATE 57014 instead of hanging. Connections are opened lazily and replaced
 // when they break; a statement that failed because its connection was lost is retried once on a
-// new one (API statements are single, idempotent statements). Failures that the caller cannot fix
-// (timeout, database unreachable, pool exhausted) throw ProblemError 503; other database errors
-// throw db::DbError. Thread-safe.
+// new one (API statements are single, idempotent statements). A server that does not answer at
+// all (frozen, or cut off the network) is given statement_timeout_ms + kAnswerMargin, then the
+// connection is closed. Failures that the caller cannot fix (timeout, database unreachable or
+// not answering, pool exhausted) throw ProblemError 503; other database errors throw
+// db::DbError. Thread-safe.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -52,6 +55,9 @@ class ConnectionPool {
 
     db::Result run(const Statement& statement, const db::Params& params = {});
 
+    // Beyond statement_timeout_ms: the server's own timeout answers first when it can.
+    static constexpr std::chrono::milliseconds kAnswerMargin{1000};
+
   private:
     static constexpr std::size_t kMaxPrepared = 256;
     struct Slot {
@@ -63,14 +69,21 @@ class ConnectionPool {
     void release(Slot* slot);
     db::Result execute(Slot& slot, const Statement& statement, const db::Params& params);
     void connect(Slot& slot);
+    // `probe`: this was the one connect allowed while unreachable.
+    void set_reachable(bool reachable, bool probe);
 
     PoolSettings settings_;
     std::vector<std::unique_ptr<Slot>> slots_;
     std::vector<Slot*> free_;
     std::mutex mutex_;
     std::condition_variable available_;
+    // After a failed connect (or a server that did not answer), one request at a time tries to
+    // connect again; the others answer 503 at once instead of each waiting
+    // pg.connect_timeout_s for a server that is away. Guarded by mutex_.
+    bool unreachable_ = false;
+    bool probing_ = false;
     // Every request tries to connect while PostgreSQL is away: said once a minute, not each time.
-    core::log::Recurring unreachable_{core::log::Level::warn, "http: cannot connect to PostgreSQL"};
+    core::log::Recurring unreachable_log_{core::log::Level::warn, "http: PostgreSQL unreachable"};
 };
 
 }  // namespace trackd::http

@@ -28,6 +28,9 @@ namespace {
 
 // How long stop() lets requests in progress finish before it ends the I/O threads.
 constexpr std::chrono::seconds kStopGrace{5};
+// metrics.listen's own threads: /healthz there answers while every API thread waits on the
+// database, and a scrape that waits for readiness leaves the other to answer it.
+constexpr int kMetricsThreads = 2;
 // After a failed accept (e.g. out of file descriptors) before trying again: without a pause the
 // acceptor would fail at once, again and again, spinning a core and flooding the log.
 constexpr std::chrono::milliseconds kAcceptRetry{100};
@@ -140,6 +143,7 @@ struct Server::Impl {
           config_metrics_listen(config.metrics.listen),
           api(config, config.http.listen),
           ioc(config.http.threads),
+          metrics_ioc(kMetricsThreads),
           state(std::make_shared<SharedState>(api, http, false)),
           metrics_state(std::make_shared<SharedState>(api, http, true)) {
         if (http.enabled) {
@@ -148,9 +152,10 @@ struct Server::Impl {
             listener = std::make_shared<Listener>(ioc, std::move(acceptor), state);
         }
         if (!config.metrics.listen.empty()) {
-            auto acceptor = bind_listener(ioc, config.metrics.listen, "metrics.listen");
+            auto acceptor = bind_listener(metrics_ioc, config.metrics.listen, "metrics.listen");
             metrics_port = acceptor.local_endpoint().port();
-            metrics_listener = std::make_shared<Listener>(ioc, std::move(acceptor), metrics_state);
+            metrics_listener =
+                std::make_shared<Listener>(metrics_ioc, std::move(acceptor), metrics_state);
         }
     }
 
@@ -165,7 +170,8 @@ struct Server::Impl {
     config::HttpConfig http;
     std::string config_metrics_listen;
     Api api;
-    net::io_context ioc;
+    net::io_context ioc;          // http.listen: http.threads
+    net::io_context metrics_ioc;  // metrics.listen: kMetricsThreads of its own
     std::shared_ptr<SharedState> state;
     std::shared_ptr<SharedState> metrics_state;
     std::shared_ptr<Listener> listener;          // http.listen, when http.enabled
@@ -188,18 +194,26 @@ void Server::start() {
     if (impl_->started) return;
     impl_->started = true;
     for (auto& [l, s] : impl_->listeners()) l->run();
-    for (int i = 0; i < impl_->http.threads; ++i) {
-        impl_->threads.emplace_back([this] {
-            while (true) {
-                try {
-                    impl_->ioc.run();
-                    return;
-                } catch (const std::exception& e) {
-                    // A handler threw (it should not): keep the thread serving.
-                    core::log::error("http: unexpected exception", {{"error", e.what()}});
-                }
+    const auto serve = [](net::io_context& ioc) {
+        while (true) {
+            try {
+                ioc.run();
+                return;
+            } catch (const std::exception& e) {
+                // A handler threw (it should not): keep the thread serving.
+                core::log::error("http: unexpected exception", {{"error", e.what()}});
             }
-        });
+        }
+    };
+    if (impl_->listener) {
+        for (int i = 0; i < impl_->http.threads; ++i) {
+            impl_->threads.emplace_back([this, serve] { serve(impl_->ioc); });
+        }
+    }
+    if (impl_->metrics_listener) {
+        for (int i = 0; i < kMetricsThreads; ++i) {
+            impl_->threads.emplace_back([this, serve] { serve(impl_->metrics_ioc); });
+        }
     }
     if (impl_->listener) {
         core::log::info("http: listening", {{"listen", impl_->http.listen},
@@ -241,6 +255,7 @@ void Server::stop() {
         }
     }
     impl_->ioc.stop();
+    impl_->metrics_ioc.stop();
     for (auto& t : impl_->threads) t.join();
     impl_->threads.clear();
     core::log::info("http: stopped");

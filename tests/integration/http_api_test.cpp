@@ -2,6 +2,7 @@
 // (support/http_fixture.hpp): exact vehicle sets, distances against PostGIS, paging, geofence
 // writes, OGC API - Features, errors, limits, timeouts and access control.
 #include <cmath>
+#include <future>
 #include <set>
 #include <thread>
 
@@ -13,8 +14,10 @@
 
 #include "support/child_process.hpp"
 #include "support/http_fixture.hpp"
+#include "support/pg_fault_proxy.hpp"
 #include "support/process.hpp"
 #include "support/services.hpp"
+#include "support/tcp_relay.hpp"
 
 namespace trackd::test {
 namespace {
@@ -619,6 +622,103 @@ TEST_F(HttpApi, DatabaseDownAnswers503NotAnError) {
     EXPECT_EQ(read_->get("/healthz").status, 200);
     EXPECT_EQ(read_->get("/readyz").status, 503);
     EXPECT_EQ(read_->get("/v1/vehicles/in-1").status, 503);
+}
+
+// `dsn` with its host and port replaced by the relay's.
+std::string through(const TcpRelay& relay, std::string dsn) {
+    const auto [from, to] = pg_hostport_span(dsn);
+    return dsn.replace(from, to - from, "127.0.0.1:" + std::to_string(relay.port()));
+}
+
+// PostgreSQL frozen (its process stopped, or a network that drops packets): the server-side
+// statement_timeout cannot answer, so the pool gives up after http.statement_timeout_ms + 1 s on
+// the connection it holds, one request at a time tries to connect (pg.connect_timeout_s) and the
+// others are turned away at once. Every request is answered 503 while the database is still
+// frozen, /healthz answers, and once it thaws the API serves again. Without the client-side
+// bound the request on the open connection waited until the thaw.
+TEST_F(HttpApi, AFrozenDatabaseIsAnswered503AndNoRequestWaitsForIt) {
+    const auto [host, port] = pg_endpoint(db_.dsn());
+    TcpRelay relay(host, port);
+    server_.reset();
+    start([&](config::Config& c) {
+        c.pg.dsn = through(relay, db_.dsn());
+        c.pg.connect_timeout_s = 2;
+        c.http.statement_timeout_ms = 300;
+    });
+    ASSERT_EQ(read_->get("/v1/vehicles/in-1").status, 200);  // the pool holds one connection
+
+    relay.freeze(true);
+    std::vector<std::future<HttpResponse>> answers;
+    for (int i = 0; i < 6; ++i) {
+        answers.push_back(
+            std::async(std::launch::async, [this] { return read_->get("/v1/vehicles/in-1"); }));
+    }
+    auto healthz = std::async(std::launch::async, [this] { return read_->get("/healthz").status; });
+    // Bounded only so that a failure ends: the answers come within seconds.
+    bool all_answered = true;
+    for (auto& a : answers) {
+        all_answered =
+            all_answered && a.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+    }
+    const bool healthz_answered =
+        healthz.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+    relay.freeze(false);  // the thaw: whatever still waits is answered from here on
+    ASSERT_TRUE(all_answered) << "a request waited for the frozen database";
+    ASSERT_TRUE(healthz_answered) << "/healthz waited for the frozen database";
+    EXPECT_EQ(healthz.get(), 200);
+    int timed_out = 0;
+    for (auto& a : answers) {
+        const auto r = a.get();
+        EXPECT_EQ(r.status, 503) << r.body;
+        if (r.body.find("did not answer within 1300 ms") != std::string::npos) ++timed_out;
+    }
+    EXPECT_EQ(timed_out, 1) << "the request on the open connection";
+
+    EXPECT_EQ(read_->get("/v1/vehicles/in-1").status, 200);
+    EXPECT_EQ(read_->get("/readyz").status, 200);
+}
+
+// metrics.listen is served by threads of its own: while every API thread waits on a frozen
+// database (here with limits of 30 s, so that they keep waiting), /healthz there answers and
+// the same request on http.listen does not. Liveness probes belong on metrics.listen.
+TEST_F(HttpApi, MetricsListenAnswersHealthzWhileEveryApiThreadWaitsOnTheDatabase) {
+    const auto [host, port] = pg_endpoint(db_.dsn());
+    TcpRelay relay(host, port);
+    server_.reset();
+    start([&](config::Config& c) {
+        c.pg.dsn = through(relay, db_.dsn());
+        c.pg.connect_timeout_s = 30;
+        c.http.statement_timeout_ms = 30000;
+        c.metrics.listen = "127.0.0.1:0";
+    });
+    ASSERT_EQ(read_->get("/v1/vehicles/in-1").status, 200);
+
+    relay.freeze(true);
+    // Both API threads (http_test_config: 2) wait: one on the open connection, one connecting.
+    std::vector<std::future<HttpResponse>> api;
+    for (int i = 0; i < 2; ++i) {
+        api.push_back(
+            std::async(std::launch::async, [this] { return read_->get("/v1/vehicles/in-1"); }));
+    }
+    // The second connection is being made: the request that made it has a thread, and so has
+    // the one on the open connection (it took that slot first).
+    for (int i = 0; i < 3000 && relay.accepted() < 2; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ASSERT_EQ(relay.accepted(), 2);
+    auto main_healthz = std::async(std::launch::async, [this] { return read_->get("/healthz"); });
+    const HttpClient ops(server_->metrics_port());
+    const auto healthz = ops.get("/healthz");
+    EXPECT_EQ(healthz.status, 200) << healthz.body;
+    EXPECT_EQ(main_healthz.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout)
+        << "http.listen answered too: its threads were not all waiting, the test shows nothing";
+    for (auto& a : api) {
+        EXPECT_EQ(a.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
+    }
+
+    relay.freeze(false);
+    for (auto& a : api) EXPECT_EQ(a.get().status, 200);
+    EXPECT_EQ(main_healthz.get().status, 200);
 }
 
 // Raw sockets: keep-alive, and connections that send nothing or too little are closed.

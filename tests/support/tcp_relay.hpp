@@ -2,9 +2,12 @@
 // every open connection is closed and each new one is accepted and closed at once (the client
 // sees a reset or an empty answer, as when a server goes away). Used to take the S3 server away
 // from trackd for a while without stopping it (moto keeps its objects in memory only).
+// Or frozen: connections stay open and new ones are accepted, but nothing is relayed either way
+// until it thaws, as with a server process stopped (SIGSTOP) or a network that drops packets.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
@@ -52,7 +55,11 @@ class TcpRelay {
     [[nodiscard]] unsigned short port() const { return listen_port_; }
     // Cut: open connections end, new ones are closed at once. Restore: relayed again.
     void cut(bool on) { cut_ = on; }
+    // Frozen: bytes wait, in both directions, until it thaws.
+    void freeze(bool on) { frozen_ = on; }
     [[nodiscard]] int refused() const { return refused_.load(); }
+    // Connections accepted and relayed (not refused) so far.
+    [[nodiscard]] int accepted() const { return accepted_.load(); }
 
   private:
     void accept_loop() {
@@ -76,6 +83,7 @@ class TcpRelay {
                 ::close(client);
                 continue;
             }
+            ++accepted_;
             const std::lock_guard lock(mutex_);
             pipes_.emplace_back([this, client, server] { pipe(client, server); });
         }
@@ -95,6 +103,10 @@ class TcpRelay {
     void pipe(int a, int b) {
         char buf[16384];
         while (!stop_ && !cut_) {
+            if (frozen_) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(20));
+                continue;
+            }
             pollfd p[2] = {{a, POLLIN, 0}, {b, POLLIN, 0}};
             if (::poll(p, 2, 100) <= 0) continue;
             bool done = false;
@@ -115,7 +127,9 @@ class TcpRelay {
     unsigned short listen_port_ = 0;
     std::atomic<bool> stop_{false};
     std::atomic<bool> cut_{false};
+    std::atomic<bool> frozen_{false};
     std::atomic<int> refused_{0};
+    std::atomic<int> accepted_{0};
     std::mutex mutex_;
     std::vector<std::thread> pipes_;
     std::thread acceptor_;

@@ -5,6 +5,7 @@
 // spliced into SQL text. Not thread-safe: give each thread its own Connection.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -36,6 +37,13 @@ class DbError : public std::runtime_error {
 
   private:
     std::string sqlstate_;
+};
+
+// The server did not answer within the connection's answer timeout (set_answer_timeout): it is
+// frozen or cut off the network. The connection has been closed (SQLSTATE class 08).
+class DbTimeout : public DbError {
+  public:
+    explicit DbTimeout(const std::string& message) : DbError(message, "08006") {}
 };
 
 // How a statement's result values come back: PostgreSQL's text output, or its binary wire form
@@ -108,10 +116,21 @@ class Connection {
 
     [[nodiscard]] bool ok() const;
 
+    // Waits at most `limit` for the server's answer to each later exec_script(), query(),
+    // prepare() or query_prepared() (zero, the default: as long as it takes); past it the call
+    // closes the connection and throws DbTimeout. A server-side statement_timeout ends a slow
+    // statement but not the wait on a server that is frozen or cut off the network, which only
+    // the client can bound. COPY is not covered.
+    void set_answer_timeout(std::chrono::milliseconds limit) { answer_timeout_ = limit; }
+
   private:
     void connect(const std::vector<std::pair<std::string, std::string>>& params);
+    // What a PQsend* call started, as the PQexec* call would return it (its last result),
+    // waiting at most answer_timeout_ in all.
+    pg_result* await_result();
 
     pg_conn* conn_ = nullptr;
+    std::chrono::milliseconds answer_timeout_{0};
 };
 
 }  // namespace trackd::db
