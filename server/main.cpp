@@ -4,10 +4,14 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -174,9 +178,53 @@ int cmd_archive(const trackd::config::Config& config, const std::vector<std::str
     return 0;
 }
 
+// How long a stop may take once asked for. Every step of a stop has its own bound (the batches'
+// grace, leaving the group, the HTTP server's grace) and they add up to well under this, but a
+// statement on a PostgreSQL *process* that is frozen has none: its host still acknowledges TCP,
+// so neither keepalives nor tcp_user_timeout end the wait. Past this the process exits at once
+// (status 1). Nothing is lost: that is a SIGKILL in effect, and exactly once holds under SIGKILL.
+// TRACKD_TEST_STOP_BOUND_S shortens it for the tests.
+std::chrono::seconds stop_bound() {
+    if (const char* s = std::getenv("TRACKD_TEST_STOP_BOUND_S")) {
+        return std::chrono::seconds(std::max(1, std::atoi(s)));
+    }
+    return std::chrono::seconds(60);
+}
+
 int cmd_run(const trackd::config::Config& config) {
     stop_on_signals();
-    trackd::pipeline::run(config, g_stop);
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool finished = false;
+    std::thread watchdog([&] {
+        std::unique_lock lock(mutex);
+        while (!g_stop.load()) {
+            if (cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return finished; })) return;
+        }
+        const auto bound = stop_bound();
+        if (cv.wait_for(lock, bound, [&] { return finished; })) return;
+        trackd::core::log::error(
+            "stop did not finish in time (a statement that does not return: a frozen PostgreSQL "
+            "server?); exiting now. Nothing committed is lost; what was not is read again from "
+            "Kafka",
+            {{"waited_s", std::to_string(bound.count())}});
+        std::_Exit(1);
+    });
+    const auto finish = [&] {
+        {
+            const std::lock_guard lock(mutex);
+            finished = true;
+        }
+        cv.notify_all();
+        watchdog.join();
+    };
+    try {
+        trackd::pipeline::run(config, g_stop);
+    } catch (...) {
+        finish();
+        throw;
+    }
+    finish();
     return 0;
 }
 

@@ -7,7 +7,9 @@
 #include <librdkafka/rdkafka.h>
 
 #include "support/ingest_harness.hpp"
+#include "support/pg_fault_proxy.hpp"
 #include "support/positions.hpp"
+#include "support/tcp_relay.hpp"
 
 namespace trackd::test {
 namespace {
@@ -317,6 +319,59 @@ TEST(Delivery, AStopWhoseGroupLeaveHangsEndsWithinItsBound) {
     auto b = h.start_trackd({}, log_b);
     EXPECT_TRUE(wait_for_text(log_b, "partitions assigned", std::chrono::seconds(60)))
         << IngestHarness::read_file(log_b);
+    b->kill(SIGTERM);
+    ASSERT_TRUE(b->wait_for(std::chrono::seconds(30))) << IngestHarness::read_file(log_b);
+    EXPECT_EQ(b->exit_code(), 0) << IngestHarness::read_file(log_b);
+    h.check_accounting(manifest);
+}
+
+// A stop while PostgreSQL's process is frozen (a relay that relays nothing, as SIGSTOP on the
+// server: connections stay open and no keepalive ends the wait) and a writer's statement is in
+// flight: the stop cannot finish, so trackd exits at its stop bound (shortened to 5 s here) with
+// status 1 and says why. Nothing is lost: once the database thaws, a new instance finds every
+// message stored exactly once.
+TEST(Delivery, AStopWhileThePostgresqlServerIsFrozenEndsAtItsBound) {
+    IngestHarness h("stopfrozen", 2);
+    h.produce(50, 500);
+    auto manifest = load_manifest(h.manifest_path());  // the next produce writes a new one
+    const std::string dsn = h.trackd_env().at("TRACKD_PG_DSN");
+    const auto [host, port] = pg_endpoint(dsn);
+    TcpRelay relay(host, port);
+    std::string relayed = dsn;
+    const auto [from, to] = pg_hostport_span(relayed);
+    relayed.replace(from, to - from, "127.0.0.1:" + std::to_string(relay.port()));
+    const std::string log_a = h.dir() + "/a.log";
+    auto a = h.start_trackd({{"TRACKD_PG_DSN", relayed},
+                             {"TRACKD_BATCH_MAX_MS", "200"},
+                             {"TRACKD_TEST_STOP_BOUND_S", "5"}},
+                            log_a);
+    ASSERT_TRUE(h.wait_drained(500, std::chrono::seconds(120))) << IngestHarness::read_file(log_a);
+
+    relay.freeze(true);
+    {  // a batch to commit, whose statement the freeze holds; vehicles of their own
+        ChildProcess fleet(h.fleet_command(50, 200, 0, {"--id-prefix", "late-"}), {},
+                           h.dir() + "/fleet2.log");
+        ASSERT_EQ(fleet.wait(), 0) << IngestHarness::read_file(h.dir() + "/fleet2.log");
+    }
+    for (auto& entry : load_manifest(h.manifest_path())) manifest.insert(entry);
+    ASSERT_EQ(manifest.size(), 700U);
+    for (int i = 0; i < 3000 && relay.holding() == 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ASSERT_GT(relay.holding(), 0) << "no statement reached the frozen server";
+    a->kill(SIGTERM);
+    const bool ended = a->wait_for(std::chrono::seconds(60));
+    relay.freeze(false);
+    ASSERT_TRUE(ended) << "trackd waited for the frozen server\n"
+                       << IngestHarness::read_file(log_a);
+    EXPECT_EQ(a->exit_code(), 1) << IngestHarness::read_file(log_a);
+    EXPECT_NE(IngestHarness::read_file(log_a).find("stop did not finish in time"),
+              std::string::npos)
+        << IngestHarness::read_file(log_a);
+
+    const std::string log_b = h.dir() + "/b.log";
+    auto b = h.start_trackd({}, log_b);
+    ASSERT_TRUE(h.wait_drained(700, std::chrono::seconds(120))) << IngestHarness::read_file(log_b);
     b->kill(SIGTERM);
     ASSERT_TRUE(b->wait_for(std::chrono::seconds(30))) << IngestHarness::read_file(log_b);
     EXPECT_EQ(b->exit_code(), 0) << IngestHarness::read_file(log_b);

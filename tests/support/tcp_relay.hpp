@@ -57,6 +57,8 @@ class TcpRelay {
     void cut(bool on) { cut_ = on; }
     // Frozen: bytes wait, in both directions, until it thaws.
     void freeze(bool on) { frozen_ = on; }
+    // Connections whose client has sent bytes the freeze holds back: a request in flight.
+    [[nodiscard]] int holding() const { return holding_.load(); }
     [[nodiscard]] int refused() const { return refused_.load(); }
     // Connections accepted and relayed (not refused) so far.
     [[nodiscard]] int accepted() const { return accepted_.load(); }
@@ -102,10 +104,20 @@ class TcpRelay {
     // Both directions on one thread until either side closes, the relay is cut or stops.
     void pipe(int a, int b) {
         char buf[16384];
+        bool holding = false;
         while (!stop_ && !cut_) {
             if (frozen_) {
+                // Bytes from the client that the freeze holds back (nothing is read).
+                pollfd c{a, POLLIN, 0};
+                const bool waiting = ::poll(&c, 1, 0) > 0 && (c.revents & POLLIN) != 0;
+                if (waiting != holding) holding_ += waiting ? 1 : -1;
+                holding = waiting;
                 std::this_thread::sleep_for(std::chrono::milliseconds(20));
                 continue;
+            }
+            if (holding) {
+                --holding_;
+                holding = false;
             }
             pollfd p[2] = {{a, POLLIN, 0}, {b, POLLIN, 0}};
             if (::poll(p, 2, 100) <= 0) continue;
@@ -117,6 +129,7 @@ class TcpRelay {
             }
             if (done) break;
         }
+        if (holding) --holding_;
         ::close(a);
         ::close(b);
     }
@@ -130,6 +143,7 @@ class TcpRelay {
     std::atomic<bool> frozen_{false};
     std::atomic<int> refused_{0};
     std::atomic<int> accepted_{0};
+    std::atomic<int> holding_{0};
     std::mutex mutex_;
     std::vector<std::thread> pipes_;
     std::thread acceptor_;
