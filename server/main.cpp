@@ -136,6 +136,57 @@ void stop_on_signals() {
     sigaction(SIGINT, &sa, nullptr);
 }
 
+// How long a stop of `trackd run` or `trackd archive` may take once asked for. Every step of a
+// stop has its own bound (the batches' grace, leaving the group, the HTTP server's grace) and they
+// add up to well under this, but a statement on a PostgreSQL *process* that is frozen has none: its
+// host still acknowledges TCP, so neither keepalives nor tcp_user_timeout end the wait. Past this
+// the process exits at once (status 1). Nothing is lost: that is a SIGKILL in effect, and exactly
+// once holds under SIGKILL. TRACKD_TEST_STOP_BOUND_S shortens it for the tests.
+std::chrono::seconds stop_bound() {
+    if (const char* s = std::getenv("TRACKD_TEST_STOP_BOUND_S")) {
+        return std::chrono::seconds(std::max(1, std::atoi(s)));
+    }
+    return std::chrono::seconds(60);
+}
+
+// Runs `loop` (which returns once g_stop is set) under stop_bound(): past it after a stop was
+// asked for, the process logs why and exits at once with status 1.
+template <class Loop>
+void with_stop_bound(Loop&& loop) {
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool finished = false;
+    std::thread watchdog([&] {
+        std::unique_lock lock(mutex);
+        while (!g_stop.load()) {
+            if (cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return finished; })) return;
+        }
+        const auto bound = stop_bound();
+        if (cv.wait_for(lock, bound, [&] { return finished; })) return;
+        trackd::core::log::error(
+            "stop did not finish in time (a statement that does not return: a frozen PostgreSQL "
+            "server?); exiting now. Nothing committed is lost: ingest reads the rest again from "
+            "Kafka, the archive from the history table",
+            {{"waited_s", std::to_string(bound.count())}});
+        std::_Exit(1);
+    });
+    const auto finish = [&] {
+        {
+            const std::lock_guard lock(mutex);
+            finished = true;
+        }
+        cv.notify_all();
+        watchdog.join();
+    };
+    try {
+        loop();
+    } catch (...) {
+        finish();
+        throw;
+    }
+    finish();
+}
+
 int cmd_archive(const trackd::config::Config& config, const std::vector<std::string>& sub) {
     {
         auto conn = connect(config, "archive");
@@ -155,7 +206,7 @@ int cmd_archive(const trackd::config::Config& config, const std::vector<std::str
         return 0;
     }
     if (!once && !maintain) {
-        archiver.run(g_stop);
+        with_stop_bound([&] { archiver.run(g_stop); });
         return 0;
     }
     if (!archiver.try_lock(std::chrono::seconds(5))) {
@@ -178,53 +229,9 @@ int cmd_archive(const trackd::config::Config& config, const std::vector<std::str
     return 0;
 }
 
-// How long a stop may take once asked for. Every step of a stop has its own bound (the batches'
-// grace, leaving the group, the HTTP server's grace) and they add up to well under this, but a
-// statement on a PostgreSQL *process* that is frozen has none: its host still acknowledges TCP,
-// so neither keepalives nor tcp_user_timeout end the wait. Past this the process exits at once
-// (status 1). Nothing is lost: that is a SIGKILL in effect, and exactly once holds under SIGKILL.
-// TRACKD_TEST_STOP_BOUND_S shortens it for the tests.
-std::chrono::seconds stop_bound() {
-    if (const char* s = std::getenv("TRACKD_TEST_STOP_BOUND_S")) {
-        return std::chrono::seconds(std::max(1, std::atoi(s)));
-    }
-    return std::chrono::seconds(60);
-}
-
 int cmd_run(const trackd::config::Config& config) {
     stop_on_signals();
-    std::mutex mutex;
-    std::condition_variable cv;
-    bool finished = false;
-    std::thread watchdog([&] {
-        std::unique_lock lock(mutex);
-        while (!g_stop.load()) {
-            if (cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return finished; })) return;
-        }
-        const auto bound = stop_bound();
-        if (cv.wait_for(lock, bound, [&] { return finished; })) return;
-        trackd::core::log::error(
-            "stop did not finish in time (a statement that does not return: a frozen PostgreSQL "
-            "server?); exiting now. Nothing committed is lost; what was not is read again from "
-            "Kafka",
-            {{"waited_s", std::to_string(bound.count())}});
-        std::_Exit(1);
-    });
-    const auto finish = [&] {
-        {
-            const std::lock_guard lock(mutex);
-            finished = true;
-        }
-        cv.notify_all();
-        watchdog.join();
-    };
-    try {
-        trackd::pipeline::run(config, g_stop);
-    } catch (...) {
-        finish();
-        throw;
-    }
-    finish();
+    with_stop_bound([&] { trackd::pipeline::run(config, g_stop); });
     return 0;
 }
 
