@@ -7,7 +7,6 @@
 #include <librdkafka/rdkafka.h>
 
 #include "support/ingest_harness.hpp"
-#include "support/pg_fault_proxy.hpp"
 #include "support/positions.hpp"
 #include "support/tcp_relay.hpp"
 
@@ -337,11 +336,8 @@ TEST(Delivery, AStopWhileThePostgresqlServerIsFrozenEndsAtItsBound) {
     const std::string dsn = h.trackd_env().at("TRACKD_PG_DSN");
     const auto [host, port] = pg_endpoint(dsn);
     TcpRelay relay(host, port);
-    std::string relayed = dsn;
-    const auto [from, to] = pg_hostport_span(relayed);
-    relayed.replace(from, to - from, "127.0.0.1:" + std::to_string(relay.port()));
     const std::string log_a = h.dir() + "/a.log";
-    auto a = h.start_trackd({{"TRACKD_PG_DSN", relayed},
+    auto a = h.start_trackd({{"TRACKD_PG_DSN", relay.through(dsn)},
                              {"TRACKD_BATCH_MAX_MS", "200"},
                              {"TRACKD_TEST_STOP_BOUND_S", "5"}},
                             log_a);

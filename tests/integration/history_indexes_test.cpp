@@ -598,6 +598,27 @@ std::string analyzed(db::Connection& conn) {
         .value_or("");
 }
 
+// trackd.analyze_new_history_partitions() with kGraceS and a minute's lock wait, on a session
+// ("test analyze") and thread of its own; join() before reading what it returned or threw.
+struct BackgroundAnalyze {
+    explicit BackgroundAnalyze(const std::string& dsn)
+        : thread([this, dsn] {
+              try {
+                  db::Connection conn(dsn, "test analyze");
+                  returned = conn.query("SELECT trackd.analyze_new_history_partitions($1, 60000)",
+                                        {std::to_string(kGraceS)})
+                                 .at(0, 0);
+              } catch (...) {
+                  failure = std::current_exception();
+              }
+          }) {}
+    void join() { thread.join(); }
+
+    std::string returned;
+    std::exception_ptr failure;
+    std::thread thread;  // last: it starts once the members it writes exist
+};
+
 // Retention drops a partition while V0020's ANALYZE waits for it: the ANALYZE passes over it,
 // and the call analyzes the others and returns. Retention's DROP holds the history table's
 // ACCESS EXCLUSIVE lock (trackd.drop_history_partitions_before); the call waits for it as long
@@ -609,18 +630,7 @@ TEST_F(HistoryIndexesTest, AnAnalyzeRacingRetentionsDropOfItsPartitionPassesOver
     db::Connection retention(db_.dsn(), "test retention");
     retention.exec_script(kHoldPastPartition);
 
-    std::string returned;
-    std::exception_ptr failure;
-    std::thread analyze([&] {
-        try {
-            db::Connection conn(db_.dsn(), "test analyze");
-            returned = conn.query("SELECT trackd.analyze_new_history_partitions($1, 60000)",
-                                  {std::to_string(kGraceS)})
-                           .at(0, 0);
-        } catch (...) {
-            failure = std::current_exception();
-        }
-    });
+    BackgroundAnalyze analyze(db_.dsn());
     db::Connection observer(db_.dsn(), "test observer");
     const bool waited = !pid_waiting_for_lock(observer, "test analyze").empty();
     EXPECT_EQ(
@@ -629,14 +639,14 @@ TEST_F(HistoryIndexesTest, AnAnalyzeRacingRetentionsDropOfItsPartitionPassesOver
     retention.exec_script("COMMIT");
     analyze.join();
     ASSERT_TRUE(waited) << "the ANALYZE never waited for retention's lock";
-    if (failure) {
+    if (analyze.failure) {
         try {
-            std::rethrow_exception(failure);
+            std::rethrow_exception(analyze.failure);
         } catch (const std::exception& e) {
             FAIL() << "the call failed: " << e.what();
         }
     }
-    EXPECT_EQ(returned, "1");  // today's partition
+    EXPECT_EQ(analyze.returned, "1");  // today's partition
     EXPECT_EQ(analyzed(observer), today);
 }
 
@@ -651,16 +661,7 @@ TEST_F(HistoryIndexesTest, AnAnalyzeWhoseSessionIsKilledLeavesNoStatisticsAndThe
     db::Connection holder(db_.dsn(), "test holder");
     holder.exec_script("BEGIN; LOCK TABLE trackd." + today + " IN SHARE UPDATE EXCLUSIVE MODE");
 
-    std::exception_ptr failure;
-    std::thread analyze([&] {
-        try {
-            db::Connection conn(db_.dsn(), "test analyze");
-            conn.query("SELECT trackd.analyze_new_history_partitions($1, 60000)",
-                       {std::to_string(kGraceS)});
-        } catch (...) {
-            failure = std::current_exception();
-        }
-    });
+    BackgroundAnalyze analyze(db_.dsn());
     db::Connection observer(db_.dsn(), "test observer");
     const auto pid = pid_waiting_for_lock(observer, "test analyze");
     if (!pid.empty()) {
@@ -668,7 +669,7 @@ TEST_F(HistoryIndexesTest, AnAnalyzeWhoseSessionIsKilledLeavesNoStatisticsAndThe
     }
     analyze.join();
     ASSERT_FALSE(pid.empty()) << "the ANALYZE never waited for today's partition";
-    EXPECT_TRUE(failure) << "the call was not cut off";
+    EXPECT_TRUE(analyze.failure) << "the call was not cut off";
     holder.exec_script("COMMIT");
     EXPECT_EQ(analyzed(observer), "") << "statistics of a transaction that did not commit";
 

@@ -14,7 +14,6 @@
 
 #include "support/child_process.hpp"
 #include "support/http_fixture.hpp"
-#include "support/pg_fault_proxy.hpp"
 #include "support/process.hpp"
 #include "support/services.hpp"
 #include "support/tcp_relay.hpp"
@@ -624,12 +623,6 @@ TEST_F(HttpApi, DatabaseDownAnswers503NotAnError) {
     EXPECT_EQ(read_->get("/v1/vehicles/in-1").status, 503);
 }
 
-// `dsn` with its host and port replaced by the relay's.
-std::string through(const TcpRelay& relay, std::string dsn) {
-    const auto [from, to] = pg_hostport_span(dsn);
-    return dsn.replace(from, to - from, "127.0.0.1:" + std::to_string(relay.port()));
-}
-
 // PostgreSQL frozen (its process stopped, or a network that drops packets): the server-side
 // statement_timeout cannot answer, so the pool gives up after http.statement_timeout_ms + 1 s on
 // the connection it holds, one request at a time tries to connect (pg.connect_timeout_s) and the
@@ -641,7 +634,7 @@ TEST_F(HttpApi, AFrozenDatabaseIsAnswered503AndNoRequestWaitsForIt) {
     TcpRelay relay(host, port);
     server_.reset();
     start([&](config::Config& c) {
-        c.pg.dsn = through(relay, db_.dsn());
+        c.pg.dsn = relay.through(db_.dsn());
         c.pg.connect_timeout_s = 2;
         c.http.statement_timeout_ms = 300;
     });
@@ -686,7 +679,7 @@ TEST_F(HttpApi, MetricsListenAnswersHealthzWhileEveryApiThreadWaitsOnTheDatabase
     TcpRelay relay(host, port);
     server_.reset();
     start([&](config::Config& c) {
-        c.pg.dsn = through(relay, db_.dsn());
+        c.pg.dsn = relay.through(db_.dsn());
         c.pg.connect_timeout_s = 30;
         c.http.statement_timeout_ms = 30000;
         c.metrics.listen = "127.0.0.1:0";

@@ -21,6 +21,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "support/pg_dsn.hpp"
+
 namespace trackd::test {
 
 class TcpRelay {
@@ -53,6 +55,10 @@ class TcpRelay {
     TcpRelay& operator=(const TcpRelay&) = delete;
 
     [[nodiscard]] unsigned short port() const { return listen_port_; }
+    // A PostgreSQL DSN (URI form) with its host:port replaced by the relay's.
+    [[nodiscard]] std::string through(const std::string& dsn) const {
+        return pg_dsn_at(dsn, listen_port_);
+    }
     // Cut: open connections end, new ones are closed at once. Restore: relayed again.
     void cut(bool on) { cut_ = on; }
     // Frozen: bytes wait, in both directions, until it thaws.
