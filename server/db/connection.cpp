@@ -5,7 +5,6 @@
 
 #include <fmt/format.h>
 #include <libpq-fe.h>
-#include <poll.h>
 
 #include "trackd/core/log.hpp"
 
@@ -134,113 +133,107 @@ void Connection::connect(const std::vector<std::pair<std::string, std::string>>&
     PQsetNoticeReceiver(conn_, log_notice, nullptr);
 }
 
-Connection::~Connection() {
-    if (conn_ != nullptr) PQfinish(conn_);
-}
+Connection::~Connection() { close(); }
 
 bool Connection::ok() const { return conn_ != nullptr && PQstatus(conn_) == CONNECTION_OK; }
 
-PGresult* Connection::await_result() {
-    const auto deadline = std::chrono::steady_clock::now() + answer_timeout_;
-    PGresult* last = nullptr;
+namespace {
+
+std::vector<const char*> param_values(const Params& params) {
+    std::vector<const char*> values;
+    values.reserve(params.size());
+    for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+    return values;
+}
+
+// What an exec/query call answers: a command or rows, else the error it carries.
+void check_answer(pg_conn* conn, PGresult* res) {
+    const auto status = PQresultStatus(res);
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) throw_result_error(conn, res);
+}
+
+}  // namespace
+
+void Connection::exec_script(const std::string& sql) {
+    PGresult* res = PQexec(conn_, sql.c_str());
+    check_answer(conn_, res);
+    PQclear(res);
+}
+
+Result Connection::query(const std::string& sql, const Params& params) {
+    const auto values = param_values(params);
+    PGresult* res = PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr,
+                                 values.data(), nullptr, nullptr, 0);
+    check_answer(conn_, res);
+    return Result(res);
+}
+
+void Connection::prepare(const std::string& name, const std::string& sql) {
+    PGresult* res = PQprepare(conn_, name.c_str(), sql.c_str(), 0, nullptr);
+    if (PQresultStatus(res) != PGRES_COMMAND_OK) throw_result_error(conn_, res);
+    PQclear(res);
+}
+
+Result Connection::query_prepared(const std::string& name, const Params& params, Format format) {
+    const auto values = param_values(params);
+    PGresult* res =
+        PQexecPrepared(conn_, name.c_str(), static_cast<int>(values.size()), values.data(), nullptr,
+                       nullptr, format == Format::binary ? 1 : 0);
+    check_answer(conn_, res);
+    return Result(res);
+}
+
+void Connection::send_script(const std::string& sql) {
+    if (PQsendQuery(conn_, sql.c_str()) == 0) throw_result_error(conn_, nullptr);
+}
+
+void Connection::send_prepare(const std::string& name, const std::string& sql) {
+    if (PQsendPrepare(conn_, name.c_str(), sql.c_str(), 0, nullptr) == 0) {
+        throw_result_error(conn_, nullptr);
+    }
+}
+
+void Connection::send_prepared(const std::string& name, const Params& params, Format format) {
+    const auto values = param_values(params);
+    if (PQsendQueryPrepared(conn_, name.c_str(), static_cast<int>(values.size()), values.data(),
+                            nullptr, nullptr, format == Format::binary ? 1 : 0) == 0) {
+        throw_result_error(conn_, nullptr);
+    }
+}
+
+int Connection::socket() const { return conn_ != nullptr ? PQsocket(conn_) : -1; }
+
+bool Connection::answer_ready() {
+    if (answer_complete_) return true;
+    // A broken connection: PQgetResult reports it, without waiting.
+    const bool broken = PQconsumeInput(conn_) == 0;
     for (;;) {
-        while (PQisBusy(conn_) != 0) {
-            const auto left = std::chrono::ceil<std::chrono::milliseconds>(
-                                  deadline - std::chrono::steady_clock::now())
-                                  .count();
-            pollfd p{PQsocket(conn_), POLLIN, 0};
-            const int ready = left > 0 ? ::poll(&p, 1, static_cast<int>(left)) : 0;
-            if (ready < 0 && errno == EINTR) continue;
-            if (ready == 0) {
-                PQclear(last);
-                PQfinish(conn_);
-                conn_ = nullptr;
-                throw DbTimeout(
-                    fmt::format("PostgreSQL did not answer within {} ms; the connection was closed",
-                                answer_timeout_.count()));
-            }
-            // A broken connection: PQgetResult reports it.
-            if (ready < 0 || PQconsumeInput(conn_) == 0) break;
-        }
+        if (!broken && PQisBusy(conn_) != 0) return false;
         PGresult* res = PQgetResult(conn_);
         if (res == nullptr) break;
-        PQclear(last);
-        last = res;
+        PQclear(answer_);
+        answer_ = res;  // the last result is the answer, as PQexec* would return it
         const auto status = PQresultStatus(res);
         if (status == PGRES_COPY_IN || status == PGRES_COPY_OUT || status == PGRES_COPY_BOTH ||
             PQstatus(conn_) == CONNECTION_BAD) {
             break;
         }
     }
-    return last;
+    answer_complete_ = true;
+    return true;
 }
 
-void Connection::exec_script(const std::string& sql) {
-    PGresult* res = nullptr;
-    if (answer_timeout_.count() == 0) {
-        res = PQexec(conn_, sql.c_str());
-    } else {
-        if (PQsendQuery(conn_, sql.c_str()) == 0) throw_result_error(conn_, nullptr);
-        res = await_result();
-    }
-    const auto status = PQresultStatus(res);
-    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) throw_result_error(conn_, res);
-    PQclear(res);
-}
-
-Result Connection::query(const std::string& sql, const Params& params) {
-    std::vector<const char*> values;
-    values.reserve(params.size());
-    for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
-    const int n = static_cast<int>(values.size());
-    PGresult* res = nullptr;
-    if (answer_timeout_.count() == 0) {
-        res = PQexecParams(conn_, sql.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0);
-    } else {
-        if (PQsendQueryParams(conn_, sql.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0) ==
-            0) {
-            throw_result_error(conn_, nullptr);
-        }
-        res = await_result();
-    }
-    const auto status = PQresultStatus(res);
-    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) throw_result_error(conn_, res);
+Result Connection::answer() {
+    answer_complete_ = false;
+    PGresult* res = std::exchange(answer_, nullptr);
+    check_answer(conn_, res);
     return Result(res);
 }
 
-void Connection::prepare(const std::string& name, const std::string& sql) {
-    PGresult* res = nullptr;
-    if (answer_timeout_.count() == 0) {
-        res = PQprepare(conn_, name.c_str(), sql.c_str(), 0, nullptr);
-    } else {
-        if (PQsendPrepare(conn_, name.c_str(), sql.c_str(), 0, nullptr) == 0) {
-            throw_result_error(conn_, nullptr);
-        }
-        res = await_result();
-    }
-    if (PQresultStatus(res) != PGRES_COMMAND_OK) throw_result_error(conn_, res);
-    PQclear(res);
-}
-
-Result Connection::query_prepared(const std::string& name, const Params& params, Format format) {
-    std::vector<const char*> values;
-    values.reserve(params.size());
-    for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
-    const int n = static_cast<int>(values.size());
-    const int binary = format == Format::binary ? 1 : 0;
-    PGresult* res = nullptr;
-    if (answer_timeout_.count() == 0) {
-        res = PQexecPrepared(conn_, name.c_str(), n, values.data(), nullptr, nullptr, binary);
-    } else {
-        if (PQsendQueryPrepared(conn_, name.c_str(), n, values.data(), nullptr, nullptr, binary) ==
-            0) {
-            throw_result_error(conn_, nullptr);
-        }
-        res = await_result();
-    }
-    const auto status = PQresultStatus(res);
-    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) throw_result_error(conn_, res);
-    return Result(res);
+void Connection::close() {
+    PQclear(std::exchange(answer_, nullptr));
+    answer_complete_ = false;
+    if (conn_ != nullptr) PQfinish(std::exchange(conn_, nullptr));
 }
 
 void Connection::copy_start(const std::string& copy_sql) {

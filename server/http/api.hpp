@@ -1,6 +1,7 @@
 // The whole HTTP API without the sockets: the router with every service and the access rules.
 //
-// Contract: handle() turns one Request into one Response; it never throws (see Router). Built
+// Contract: handle() turns one Request into one Response, as a coroutine on the caller's executor
+// (the request must live until it completes); it never throws (see Router). Built
 // once from the configuration; thread-safe (services hold no per-request state, the pool locks).
 // The pool connects lazily, so an Api can be built, and answer everything that needs no
 // database (404, 405, 401, 400 for bad parameters), with PostgreSQL down. With http.pg_dsn the
@@ -32,10 +33,18 @@ class Api {
     Api(const Api&) = delete;
     Api& operator=(const Api&) = delete;
 
-    [[nodiscard]] Response handle(const Request& req) const { return router_.handle(req); }
+    [[nodiscard]] boost::asio::awaitable<Response> handle(const Request& req) const {
+        return router_.handle(req);
+    }
     // The metrics.listen address: /metrics and /healthz only.
-    [[nodiscard]] Response handle_metrics(const Request& req) const {
+    [[nodiscard]] boost::asio::awaitable<Response> handle_metrics(const Request& req) const {
         return metrics_router_.handle(req);
+    }
+
+    // Server::stop(), once its loops have stopped: see ConnectionPool::stop().
+    void stop() {
+        pool_.stop();
+        if (primary_pool_) primary_pool_->stop();
     }
 
   private:

@@ -66,9 +66,11 @@ class EventStream : public BodyStream {
     EventStream(const EventStream&) = delete;
     EventStream& operator=(const EventStream&) = delete;
 
-    std::string next() override {
-        if (service_.latest_event_id() <= after_) return {};
-        return service_.events_after(after_, kPage);
+    boost::asio::awaitable<std::string> next() override {
+        const std::int64_t latest = co_await service_.latest_event_id();
+        if (latest <= after_) co_return std::string();
+        std::string text = co_await service_.events_after(after_, kPage);
+        co_return text;
     }
     [[nodiscard]] std::chrono::milliseconds poll_interval() const override {
         return EventService::kPollInterval;
@@ -94,17 +96,20 @@ void EventService::add_routes(Router& router) {
                [this](const Request& r, const auto&) { return stream(r); });
 }
 
-Response EventService::zone_events(const Request& req, const std::string& zone_name) {
+boost::asio::awaitable<Response> EventService::zone_events(const Request& req,
+                                                           const std::string& zone_name) {
     check_identifier("zone_name", zone_name, kMaxZoneNameBytes);
-    return list(req, "zone_name", zone_name);
+    co_return co_await list(req, "zone_name", zone_name);
 }
 
-Response EventService::vehicle_events(const Request& req, const std::string& vehicle_id) {
+boost::asio::awaitable<Response> EventService::vehicle_events(const Request& req,
+                                                              const std::string& vehicle_id) {
     check_identifier("vehicle_id", vehicle_id, kMaxIdentifierBytes);
-    return list(req, "vehicle_id", vehicle_id);
+    co_return co_await list(req, "vehicle_id", vehicle_id);
 }
 
-Response EventService::list(const Request& req, const char* key_column, const std::string& key) {
+boost::asio::awaitable<Response> EventService::list(const Request& req, const char* key_column,
+                                                    const std::string& key) {
     const auto& q = req.query;
     q.only({"from", "to", "limit", "after"});
     const FeaturePage page(req, ctx_.fallback_host,
@@ -132,28 +137,42 @@ Response EventService::list(const Request& req, const char* key_column, const st
             id + "::int8)";
     }
     sql += " ORDER BY event_time, event_id LIMIT " + sql.bind(page.fetch_limit());
-    const auto r = ctx_.pool.run(statement_for(sql.sql()), sql.params());
-    return page.respond(r, [&r](JsonWriter& w, int row) { write_event(w, r, row); });
+    const auto r = co_await ctx_.pool.run(statement_for(sql.sql()), sql.params());
+    co_return page.respond(r, [&r](JsonWriter& w, int row) { write_event(w, r, row); });
 }
 
-std::int64_t EventService::latest_event_id() {
-    const std::lock_guard lock(mutex_);
+boost::asio::awaitable<std::int64_t> EventService::latest_event_id() {
     const auto now = std::chrono::steady_clock::now();
-    if (latest_ < 0 || now - latest_read_at_ >= kPollInterval) {
-        static const Statement st{"events_latest",
-                                  "SELECT last_event_id FROM trackd.geofence_event_ids"};
-        const auto r = ctx_.pool.run(st);
-        latest_ = r.rows() == 0 ? 0 : std::stoll(r.at(0, 0));
-        latest_read_at_ = now;
+    {
+        // One stream reads it for all; the others take the last value meanwhile.
+        const std::lock_guard lock(mutex_);
+        if (latest_ >= 0 && (now - latest_read_at_ < kPollInterval || reading_)) co_return latest_;
+        reading_ = true;
     }
-    return latest_;
+    static const Statement st{"events_latest",
+                              "SELECT last_event_id FROM trackd.geofence_event_ids"};
+    std::int64_t latest = 0;
+    try {
+        const auto r = co_await ctx_.pool.run(st);
+        latest = r.rows() == 0 ? 0 : std::stoll(r.at(0, 0));
+    } catch (...) {
+        const std::lock_guard lock(mutex_);
+        reading_ = false;
+        throw;
+    }
+    const std::lock_guard lock(mutex_);
+    reading_ = false;
+    latest_ = std::max(latest_, latest);
+    latest_read_at_ = now;
+    co_return latest_;
 }
 
-std::string EventService::events_after(std::int64_t& after, int limit) {
+boost::asio::awaitable<std::string> EventService::events_after(std::int64_t& after, int limit) {
     static const Statement st{"events_after", std::string("SELECT ") + kEventColumns +
                                                   " FROM trackd.geofence_events WHERE event_id > "
                                                   "$1::int8 ORDER BY event_id LIMIT $2::int"};
-    const auto r = ctx_.pool.run(st, {std::to_string(after), std::to_string(limit)});
+    const db::Params params{std::to_string(after), std::to_string(limit)};
+    const auto r = co_await ctx_.pool.run(st, params);
     std::string out;
     for (int i = 0; i < r.rows(); ++i) {
         JsonWriter w;
@@ -161,10 +180,10 @@ std::string EventService::events_after(std::int64_t& after, int limit) {
         out += "id: " + r.at(i, 0) + "\nevent: " + r.at(i, 3) + "\ndata: " + w.take() + "\n\n";
         after = std::stoll(r.at(i, 0));
     }
-    return out;
+    co_return out;
 }
 
-Response EventService::stream(const Request& req) {
+boost::asio::awaitable<Response> EventService::stream(const Request& req) {
     req.query.only({"last_event_id"});
     std::optional<std::int64_t> after;
     // The header wins: it is what a reconnecting EventSource sends.
@@ -173,7 +192,8 @@ Response EventService::stream(const Request& req) {
     } else if (const auto t = req.query.get("last_event_id")) {
         after = parse_event_id("last_event_id", *t);
     }
-    const std::int64_t start = after ? *after : latest_event_id();
+    if (!after) after = co_await latest_event_id();
+    const std::int64_t start = *after;
     Response r;
     r.content_type = "text/event-stream";
     r.headers.emplace_back("Cache-Control", "no-store");
@@ -182,7 +202,7 @@ Response EventService::stream(const Request& req) {
     // reconnection delay.
     r.body = ": trackd geofence events after " + std::to_string(start) + "\nretry: 1000\n\n";
     r.stream = std::make_shared<EventStream>(*this, start);
-    return r;
+    co_return r;
 }
 
 }  // namespace trackd::http

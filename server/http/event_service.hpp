@@ -30,22 +30,25 @@ class EventService {
     explicit EventService(ServiceContext& ctx) : ctx_(ctx) {}
     void add_routes(Router& router);
 
-    Response zone_events(const Request& req, const std::string& zone_name);
-    Response vehicle_events(const Request& req, const std::string& vehicle_id);
-    Response stream(const Request& req);
+    boost::asio::awaitable<Response> zone_events(const Request& req, const std::string& zone_name);
+    boost::asio::awaitable<Response> vehicle_events(const Request& req,
+                                                    const std::string& vehicle_id);
+    boost::asio::awaitable<Response> stream(const Request& req);
 
     // The newest committed event id, at most kPollInterval old.
-    std::int64_t latest_event_id();
+    boost::asio::awaitable<std::int64_t> latest_event_id();
     // Up to `limit` SSE messages for events after `after`; advances `after`.
-    std::string events_after(std::int64_t& after, int limit);
+    boost::asio::awaitable<std::string> events_after(std::int64_t& after, int limit);
 
   private:
-    Response list(const Request& req, const char* key_column, const std::string& key);
+    boost::asio::awaitable<Response> list(const Request& req, const char* key_column,
+                                          const std::string& key);
 
     ServiceContext& ctx_;
     std::mutex mutex_;
     std::chrono::steady_clock::time_point latest_read_at_{};
     std::int64_t latest_ = -1;
+    bool reading_ = false;  // a stream is reading latest_ anew
 };
 
 }  // namespace trackd::http

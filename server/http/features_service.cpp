@@ -94,11 +94,11 @@ SELECT coalesce(space.coll, times.coll),
 FROM space FULL JOIN times ON times.coll = space.coll
 )SQL";
 
-std::map<std::string, Extent> load_extents(ConnectionPool& pool) {
+boost::asio::awaitable<std::map<std::string, Extent>> load_extents(ConnectionPool& pool) {
     static const Statement st{"ogc_extents", kExtentsSql};
     std::map<std::string, Extent> out;
     try {
-        const auto r = pool.run(st);
+        const auto r = co_await pool.run(st);
         for (int i = 0; i < r.rows(); ++i) {
             Extent& e = out[r.at(i, 0)];
             if (r.get(i, 1)) {
@@ -116,7 +116,7 @@ std::map<std::string, Extent> load_extents(ConnectionPool& pool) {
                         {{"error", e.what()}});
         out.clear();
     }
-    return out;
+    co_return out;
 }
 
 void write_collection(JsonWriter& w, const Collection& c, const std::string& base,
@@ -185,9 +185,9 @@ bool parse_ints(const std::string& text, char sep, std::int64_t* out, std::size_
 
 void FeaturesService::add_routes(Router& router) {
     router.add("GET", "/", Access::landing,
-               [this](const Request& r, const auto&) { return landing(r); });
+               [this](const Request& r, const auto&) { return ready(landing(r)); });
     router.add("GET", "/conformance", Access::landing,
-               [this](const Request& r, const auto&) { return conformance(r); });
+               [this](const Request& r, const auto&) { return ready(conformance(r)); });
     router.add("GET", "/collections", Access::landing,
                [this](const Request& r, const auto&) { return collections(r); });
     router.add("GET", "/collections/{}", Access::landing,
@@ -233,7 +233,7 @@ Response FeaturesService::conformance(const Request& req) {
     return json_response(w.take());
 }
 
-Response FeaturesService::collections(const Request& req) const {
+boost::asio::awaitable<Response> FeaturesService::collections(const Request& req) const {
     req.query.only({"f"});
     check_format(req.query);
     const std::string base = base_url(req, ctx_.fallback_host);
@@ -243,29 +243,30 @@ Response FeaturesService::collections(const Request& req) const {
     write_link(w, "self", "application/json", base + "/collections", "this document");
     w.end_array();
     w.key("collections").begin_array();
-    const auto extents = load_extents(ctx_.pool);
+    const auto extents = co_await load_extents(ctx_.pool);
     for (const auto& c : kCollections) {
         const auto it = extents.find(c.id);
         write_collection(w, c, base, it == extents.end() ? Extent{} : it->second);
     }
     w.end_array();
     w.end_object();
-    return json_response(w.take());
+    co_return json_response(w.take());
 }
 
-Response FeaturesService::collection(const Request& req, const std::string& id) const {
+boost::asio::awaitable<Response> FeaturesService::collection(const Request& req,
+                                                             const std::string& id) const {
     req.query.only({"f"});
     check_format(req.query);
     const auto& c = find_collection(id);
-    const auto extents = load_extents(ctx_.pool);
+    const auto extents = co_await load_extents(ctx_.pool);
     const auto it = extents.find(c.id);
     JsonWriter w;
     write_collection(w, c, base_url(req, ctx_.fallback_host),
                      it == extents.end() ? Extent{} : it->second);
-    return json_response(w.take());
+    co_return json_response(w.take());
 }
 
-Response FeaturesService::items(const Request& req, const std::string& id) {
+boost::asio::awaitable<Response> FeaturesService::items(const Request& req, const std::string& id) {
     const auto& c = find_collection(id);
     const auto& q = req.query;
     q.only({"bbox", "datetime", "limit", "after", "f"});
@@ -335,10 +336,10 @@ Response FeaturesService::items(const Request& req, const std::string& id) {
         order = std::string(" ORDER BY ") + key;
     }
     sql += order + " LIMIT " + sql.bind(page.fetch_limit());
-    const auto r = ctx_.pool.run(
+    const auto r = co_await ctx_.pool.run(
         statement_for(sql.sql(), c.kind == Kind::geofences ? db::Format::text : db::Format::binary),
         sql.params());
-    const auto count = ctx_.pool.run(
+    const auto count = co_await ctx_.pool.run(
         statement_for(std::string("SELECT count(*) FROM ") + table + " WHERE true" + filters),
         filter_params);
 
@@ -366,11 +367,11 @@ Response FeaturesService::items(const Request& req, const std::string& id) {
     const auto cursor = [&](int row) {
         return c.kind == Kind::positions ? position_cursor(r, row) : r.at(row, 0);
     };
-    return page.respond(r.rows(), write_feature, cursor);
+    co_return page.respond(r.rows(), write_feature, cursor);
 }
 
-Response FeaturesService::item(const Request& req, const std::string& id,
-                               const std::string& feature_id) {
+boost::asio::awaitable<Response> FeaturesService::item(const Request& req, const std::string& id,
+                                                       const std::string& feature_id) {
     const auto& c = find_collection(id);
     req.query.only({"f"});
     check_format(req.query);
@@ -387,7 +388,8 @@ Response FeaturesService::item(const Request& req, const std::string& id,
                                           " FROM trackd.vehicle_current_state "
                                           "WHERE vehicle_id = $1",
                                       db::Format::binary};
-            const auto r = ctx_.pool.run(st, {feature_id});
+            const db::Params key{feature_id};
+            const auto r = co_await ctx_.pool.run(st, key);
             if (r.rows() == 0) not_found();
             write_vehicle(w, r, 0);
             break;
@@ -396,7 +398,8 @@ Response FeaturesService::item(const Request& req, const std::string& id,
             static const Statement st{"ogc_geofence", std::string("SELECT ") + kGeofenceColumns +
                                                           " FROM trackd.geofence_zones "
                                                           "WHERE zone_name = $1"};
-            const auto r = ctx_.pool.run(st, {feature_id});
+            const db::Params key{feature_id};
+            const auto r = co_await ctx_.pool.run(st, key);
             if (r.rows() == 0) not_found();
             write_geofence(w, r, 0);
             break;
@@ -413,15 +416,16 @@ Response FeaturesService::item(const Request& req, const std::string& id,
                                           "ingest_batch_id = $1 AND kafka_partition = $2 AND "
                                           "kafka_offset = $3 LIMIT 1",
                                       db::Format::binary};
-            const auto r = ctx_.pool.run(
-                st, {std::to_string(v[0]), std::to_string(v[1]), std::to_string(v[2])});
+            const db::Params params{std::to_string(v[0]), std::to_string(v[1]),
+                                    std::to_string(v[2])};
+            const auto r = co_await ctx_.pool.run(st, params);
             if (r.rows() == 0) not_found();
             write_position(w, r, 0);
             break;
         }
     }
     std::string body = w.take();
-    return geojson_response(std::move(body));
+    co_return geojson_response(std::move(body));
 }
 
 }  // namespace trackd::http

@@ -19,10 +19,11 @@ class FeaturesService {
 
     Response landing(const Request& req) const;
     Response conformance(const Request& req);
-    Response collections(const Request& req) const;
-    Response collection(const Request& req, const std::string& id) const;
-    Response items(const Request& req, const std::string& id);
-    Response item(const Request& req, const std::string& id, const std::string& feature_id);
+    boost::asio::awaitable<Response> collections(const Request& req) const;
+    boost::asio::awaitable<Response> collection(const Request& req, const std::string& id) const;
+    boost::asio::awaitable<Response> items(const Request& req, const std::string& id);
+    boost::asio::awaitable<Response> item(const Request& req, const std::string& id,
+                                          const std::string& feature_id);
 
   private:
     ServiceContext& ctx_;

@@ -50,7 +50,8 @@ void GeofenceService::add_routes(Router& router) {
                [this](const Request& r, const auto& a) { return vehicles(r, a[0]); });
 }
 
-Response GeofenceService::put(const Request& req, const std::string& zone_name) {
+boost::asio::awaitable<Response> GeofenceService::put(const Request& req,
+                                                      const std::string& zone_name) {
     req.query.only({"repair", "dwell_s"});
     check_identifier("zone_name", zone_name, kMaxZoneNameBytes);
     if (!json_content_type(req.content_type)) {
@@ -80,7 +81,8 @@ Response GeofenceService::put(const Request& req, const std::string& zone_name) 
                     "UPDATE SET fence_geom = EXCLUDED.fence_geom, "
                     "dwell_s = coalesce($3::int, z.dwell_s), updated_at = now() RETURNING ") +
             kGeofenceColumns + ", (xmax = 0)"};
-    const auto r = ctx_.primary.run(st, {zone_name, fence.ewkb_hex, dwell});
+    const db::Params params{zone_name, fence.ewkb_hex, dwell};
+    const auto r = co_await ctx_.primary.run(st, params);
     const bool created = r.at(0, 6) == "t";
     JsonWriter w;
     write_geofence(w, r, 0);
@@ -90,23 +92,25 @@ Response GeofenceService::put(const Request& req, const std::string& zone_name) 
                 std::string(",\"repaired\":") + (fence.repaired ? "true" : "false"));
     Response resp = geojson_response(std::move(body), created ? 201 : 200);
     resp.headers.emplace_back("Location", "/v1/geofences/" + percent_encode(zone_name));
-    return resp;
+    co_return resp;
 }
 
-Response GeofenceService::get(const Request& req, const std::string& zone_name) {
+boost::asio::awaitable<Response> GeofenceService::get(const Request& req,
+                                                      const std::string& zone_name) {
     req.query.only({});
     check_identifier("zone_name", zone_name, kMaxZoneNameBytes);
     static const Statement st{"geofence_get", std::string("SELECT ") + kGeofenceColumns +
                                                   " FROM trackd.geofence_zones "
                                                   "WHERE zone_name = $1"};
-    const auto r = ctx_.pool.run(st, {zone_name});
+    const db::Params key{zone_name};
+    const auto r = co_await ctx_.pool.run(st, key);
     if (r.rows() == 0) zone_not_found(zone_name);
     JsonWriter w;
     write_geofence(w, r, 0);
-    return geojson_response(w.take());
+    co_return geojson_response(w.take());
 }
 
-Response GeofenceService::list(const Request& req) {
+boost::asio::awaitable<Response> GeofenceService::list(const Request& req) {
     const auto& q = req.query;
     q.only({"limit", "after"});
     const FeaturePage page(req, ctx_.fallback_host,
@@ -118,11 +122,12 @@ Response GeofenceService::list(const Request& req) {
         sql += " AND zone_name > " + sql.bind(*after);
     }
     sql += " ORDER BY zone_name" + page.limit_clause();
-    const auto r = ctx_.pool.run(statement_for(sql.sql()), sql.params());
-    return page.respond(r, [&r](JsonWriter& w, int row) { write_geofence(w, r, row); });
+    const auto r = co_await ctx_.pool.run(statement_for(sql.sql()), sql.params());
+    co_return page.respond(r, [&r](JsonWriter& w, int row) { write_geofence(w, r, row); });
 }
 
-Response GeofenceService::remove(const Request& req, const std::string& zone_name) {
+boost::asio::awaitable<Response> GeofenceService::remove(const Request& req,
+                                                         const std::string& zone_name) {
     req.query.only({});
     check_identifier("zone_name", zone_name, kMaxZoneNameBytes);
     // The zone's detection state goes with it (its events stay). No exit events are written.
@@ -130,14 +135,17 @@ Response GeofenceService::remove(const Request& req, const std::string& zone_nam
                               "WITH z AS (DELETE FROM trackd.geofence_zones WHERE zone_name = $1 "
                               "RETURNING zone_id), s AS (DELETE FROM trackd.geofence_vehicle_state "
                               "WHERE zone_id IN (SELECT zone_id FROM z)) SELECT count(*) FROM z"};
-    if (ctx_.primary.run(st, {zone_name}).at(0, 0) == "0") zone_not_found(zone_name);
+    const db::Params key{zone_name};
+    const auto deleted = co_await ctx_.primary.run(st, key);
+    if (deleted.at(0, 0) == "0") zone_not_found(zone_name);
     Response r;
     r.status = 204;
     r.content_type.clear();
-    return r;
+    co_return r;
 }
 
-Response GeofenceService::vehicles(const Request& req, const std::string& zone_name) {
+boost::asio::awaitable<Response> GeofenceService::vehicles(const Request& req,
+                                                           const std::string& zone_name) {
     const auto& q = req.query;
     q.only({"state", "limit", "after"});
     check_identifier("zone_name", zone_name, kMaxZoneNameBytes);
@@ -180,11 +188,14 @@ Response GeofenceService::vehicles(const Request& req, const std::string& zone_n
                ") v JOIN trackd.geofence_zones z ON z.zone_name = " + zone +
                " ORDER BY v.vehicle_id";
     }
-    const auto r = ctx_.pool.run(statement_for(sql.sql(), db::Format::binary), sql.params());
-    if (r.rows() == 0 && ctx_.pool.run(kZoneExists, {zone_name}).rows() == 0) {
-        zone_not_found(zone_name);
+    const auto r =
+        co_await ctx_.pool.run(statement_for(sql.sql(), db::Format::binary), sql.params());
+    if (r.rows() == 0) {  // no vehicle, or no zone?
+        const db::Params key{zone_name};
+        const auto zone = co_await ctx_.pool.run(kZoneExists, key);
+        if (zone.rows() == 0) zone_not_found(zone_name);
     }
-    return page.respond(r, [&](JsonWriter& w, int row) {
+    co_return page.respond(r, [&](JsonWriter& w, int row) {
         if (is_inside) {
             write_vehicle(w, r, row);
         } else {

@@ -12,11 +12,11 @@ class GeofenceService {
     explicit GeofenceService(ServiceContext& ctx) : ctx_(ctx) {}
     void add_routes(Router& router);
 
-    Response put(const Request& req, const std::string& zone_name);
-    Response get(const Request& req, const std::string& zone_name);
-    Response list(const Request& req);
-    Response remove(const Request& req, const std::string& zone_name);
-    Response vehicles(const Request& req, const std::string& zone_name);
+    boost::asio::awaitable<Response> put(const Request& req, const std::string& zone_name);
+    boost::asio::awaitable<Response> get(const Request& req, const std::string& zone_name);
+    boost::asio::awaitable<Response> list(const Request& req);
+    boost::asio::awaitable<Response> remove(const Request& req, const std::string& zone_name);
+    boost::asio::awaitable<Response> vehicles(const Request& req, const std::string& zone_name);
 
   private:
     ServiceContext& ctx_;

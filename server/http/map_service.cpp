@@ -57,9 +57,10 @@ Response serve(const Request& req, const File& f) {
 }  // namespace
 
 void MapService::add_routes(Router& router) const {
-    router.add("GET", "/map", Access::open, [](const Request& r, const auto&) { return page(r); });
+    router.add("GET", "/map", Access::open,
+               [](const Request& r, const auto&) { return ready(page(r)); });
     router.add("GET", "/map/{}", Access::open,
-               [](const Request& r, const auto& a) { return file(r, a[0]); });
+               [](const Request& r, const auto& a) { return ready(file(r, a[0])); });
 }
 
 Response MapService::page(const Request& req) { return serve(req, kFiles[0]); }

@@ -18,11 +18,11 @@ void MetaService::add_routes(Router& router, bool with_metrics) {
                    [this](const Request& r, const auto&) { return metrics(r); });
     }
     router.add("GET", "/healthz", Access::open,
-               [](const Request& r, const auto&) { return healthz(r); });
+               [](const Request& r, const auto&) { return ready(healthz(r)); });
     router.add("GET", "/readyz", Access::open,
                [this](const Request& r, const auto&) { return readyz(r); });
     router.add("GET", "/api", Access::landing,
-               [](const Request& r, const auto&) { return api(r); });
+               [](const Request& r, const auto&) { return ready(api(r)); });
 }
 
 Response MetaService::healthz(const Request& req) {
@@ -39,15 +39,16 @@ void MetaService::add_metrics_routes(Router& router) {
     router.add("GET", "/metrics", Access::open,
                [this](const Request& r, const auto&) { return metrics(r); });
     router.add("GET", "/healthz", Access::open,
-               [](const Request& r, const auto&) { return healthz(r); });
+               [](const Request& r, const auto&) { return ready(healthz(r)); });
 }
 
 namespace {
 
-int check_schema(ConnectionPool& pool, const char* which) {
+boost::asio::awaitable<int> check_schema(ConnectionPool& pool, const char* which) {
     static const Statement st{"schema_version",
                               "SELECT coalesce(max(version), 0) FROM trackd.schema_migrations"};
-    const int version = std::stoi(pool.run(st).at(0, 0));
+    const auto r = co_await pool.run(st);
+    const int version = std::stoi(r.at(0, 0));
     const int expected = db::expected_schema_version();
     if (version != expected) {
         throw ProblemError(ProblemKind::unavailable,
@@ -55,12 +56,12 @@ int check_schema(ConnectionPool& pool, const char* which) {
                                ", this trackd needs " + std::to_string(expected) +
                                "; run `trackd migrate`");
     }
-    return version;
+    co_return version;
 }
 
 }  // namespace
 
-double MetaService::replica_lag_s() {
+boost::asio::awaitable<double> MetaService::replica_lag_s() {
     // How far replay is behind what the replica received: 0 when it has replayed everything it
     // received (now() - pg_last_xact_replay_timestamp() alone keeps growing on an idle
     // primary), else the age of the last transaction it replayed. 0 on a server that is not a
@@ -70,20 +71,21 @@ double MetaService::replica_lag_s() {
         "SELECT CASE WHEN NOT pg_is_in_recovery() OR pg_last_wal_receive_lsn() IS NOT DISTINCT "
         "FROM pg_last_wal_replay_lsn() THEN 0 ELSE coalesce(greatest(0, extract(epoch FROM "
         "clock_timestamp() - pg_last_xact_replay_timestamp())), 0) END::float8"};
-    const double lag = std::stod(ctx_.pool.run(st).at(0, 0));
+    const auto r = co_await ctx_.pool.run(st);
+    const double lag = std::stod(r.at(0, 0));
     core::metrics::gauge("trackd_http_replica_lag_seconds",
                          "How far the read replica (http.pg_dsn) replays behind what it received")
         .set(lag);
-    return lag;
+    co_return lag;
 }
 
-MetaService::Readiness MetaService::check_ready() {
+boost::asio::awaitable<MetaService::Readiness> MetaService::check_ready() {
     Readiness out;
-    out.schema_version =
-        check_schema(ctx_.pool, ctx_.replica ? "the read replica's (http.pg_dsn)" : "the database");
-    if (!ctx_.replica) return out;
-    check_schema(ctx_.primary, "the primary's (pg.dsn)");
-    const double lag = replica_lag_s();
+    const char* const which = ctx_.replica ? "the read replica's (http.pg_dsn)" : "the database";
+    out.schema_version = co_await check_schema(ctx_.pool, which);
+    if (!ctx_.replica) co_return out;
+    (void)co_await check_schema(ctx_.primary, "the primary's (pg.dsn)");
+    const double lag = co_await replica_lag_s();
     out.replica_lag_s = lag;
     const int max_ms = ctx_.http.replica_max_lag_ms;
     if (max_ms > 0 && lag * 1000 > max_ms) {
@@ -93,16 +95,16 @@ MetaService::Readiness MetaService::check_ready() {
                         "it received, more than http.replica_max_lag_ms ({} ms)",
                         lag, max_ms));
     }
-    return out;
+    co_return out;
 }
 
-Response MetaService::readyz(const Request& req) {
+boost::asio::awaitable<Response> MetaService::readyz(const Request& req) {
     req.query.only({});
     auto& ready = core::metrics::gauge(
         "trackd_ready", "1 when the database answers with the schema version trackd needs");
     Readiness r;
     try {
-        r = check_ready();
+        r = co_await check_ready();
     } catch (...) {
         ready.set(0);
         throw;
@@ -114,19 +116,19 @@ Response MetaService::readyz(const Request& req) {
     w.key("schema_version").value(r.schema_version);
     if (r.replica_lag_s) w.key("replica_lag_s").value(*r.replica_lag_s);
     w.end_object();
-    return json_response(w.take());
+    co_return json_response(w.take());
 }
 
-Response MetaService::metrics(const Request& req) {
+boost::asio::awaitable<Response> MetaService::metrics(const Request& req) {
     req.query.only({});
     try {
-        readyz(req);
+        (void)co_await readyz(req);
     } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): trackd_ready says it
     }
     Response r;
     r.content_type = std::string(core::metrics::kContentType);
     r.body = core::metrics::render_process_metrics();
-    return r;
+    co_return r;
 }
 
 Response MetaService::api(const Request& req) {

@@ -20,9 +20,9 @@ class MetaService {
     void add_metrics_routes(Router& router);
 
     static Response healthz(const Request& req);
-    Response readyz(const Request& req);
+    boost::asio::awaitable<Response> readyz(const Request& req);
     static Response api(const Request& req);
-    Response metrics(const Request& req);
+    boost::asio::awaitable<Response> metrics(const Request& req);
 
   private:
     // Throws ProblemError (503) unless the database answers with the expected schema version
@@ -31,9 +31,9 @@ class MetaService {
         int schema_version = 0;
         std::optional<double> replica_lag_s;
     };
-    Readiness check_ready();
+    boost::asio::awaitable<Readiness> check_ready();
     // The read replica's replay lag in seconds; sets trackd_http_replica_lag_seconds.
-    double replica_lag_s();
+    boost::asio::awaitable<double> replica_lag_s();
     ServiceContext& ctx_;
 };
 

@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include <boost/asio/awaitable.hpp>
+
 namespace trackd::http {
 
 class QueryParams {
@@ -47,7 +49,7 @@ struct Request {
 };
 
 // A response body that goes on after the first bytes (Server-Sent Events). The session sends
-// the response's `body` first, then calls next() on its strand: text to send now, or empty
+// the response's `body` first, then awaits next() on its loop: text to send now, or empty
 // when there is nothing yet (it asks again after poll_interval(), and sends a comment line
 // after heartbeat() of silence). The stream ends when the client goes, the server stops, or
 // next() throws. The connection is not reused afterwards.
@@ -57,7 +59,9 @@ class BodyStream {
     virtual ~BodyStream() = default;
     BodyStream(const BodyStream&) = delete;
     BodyStream& operator=(const BodyStream&) = delete;
-    virtual std::string next() = 0;
+    // The next bytes to send (empty: nothing new); a coroutine, so that it may read the
+    // database without holding the I/O thread.
+    virtual boost::asio::awaitable<std::string> next() = 0;
     [[nodiscard]] virtual std::chrono::milliseconds poll_interval() const = 0;
     [[nodiscard]] virtual std::chrono::milliseconds heartbeat() const = 0;
 };

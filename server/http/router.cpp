@@ -60,7 +60,7 @@ void Router::add(const std::string& method, const std::string& pattern, Access a
     routes_.push_back({method, split_pattern(pattern), pattern, access, std::move(handler)});
 }
 
-Response Router::dispatch(const Request& req, Matched& matched) const {
+boost::asio::awaitable<Response> Router::dispatch(const Request& req, Matched& matched) const {
     std::vector<std::string> args;
     std::set<std::string> allowed;
     for (const auto& route : routes_) {
@@ -88,7 +88,7 @@ Response Router::dispatch(const Request& req, Matched& matched) const {
                 Authenticator::require(auth_.identify(req.authorization), Scope::write);
                 break;
         }
-        return route.handler(req, args);
+        co_return co_await route.handler(req, args);
     }
     if (allowed.empty()) {
         throw ProblemError(ProblemKind::not_found,
@@ -100,13 +100,13 @@ Response Router::dispatch(const Request& req, Matched& matched) const {
         {ProblemKind::method_not_allowed, req.method + " is not allowed here; use " + allow, ""},
         req.path);
     r.headers.emplace_back("Allow", allow);
-    return r;
+    co_return r;
 }
 
-Response Router::handle(const Request& req) const {
+boost::asio::awaitable<Response> Router::handle(const Request& req) const {
     const auto start = std::chrono::steady_clock::now();
     Matched matched;
-    Response r = handle_unmeasured(req, matched);
+    Response r = co_await handle_unmeasured(req, matched);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     core::metrics::counter("trackd_http_requests_total",
@@ -120,29 +120,30 @@ Response Router::handle(const Request& req) const {
                              core::metrics::exponential_buckets(0.0005, 2, 16),  // 0.5 ms .. 16 s
                              {{"route", matched.route}})
         .observe(seconds);
-    return r;
+    co_return r;
 }
 
-Response Router::handle_unmeasured(const Request& req, Matched& matched) const {
+boost::asio::awaitable<Response> Router::handle_unmeasured(const Request& req,
+                                                           Matched& matched) const {
     try {
-        return dispatch(req, matched);
+        co_return co_await dispatch(req, matched);
     } catch (const ProblemError& e) {
         if (e.problem().kind == ProblemKind::internal) {
             core::log::error("http: internal error",
                              {{"path", req.path}, {"error", e.problem().detail}});
         }
-        return problem_response(e.problem(), req.path);
+        co_return problem_response(e.problem(), req.path);
     } catch (const db::DbError& e) {
         core::log::error("http: database error",
                          {{"path", req.path}, {"sqlstate", e.sqlstate()}, {"error", e.what()}});
-        return problem_response(
+        co_return problem_response(
             e.retryable()
                 ? Problem{ProblemKind::unavailable, "the database is busy; retry", ""}
                 : Problem{ProblemKind::internal, "a database error occurred; it was logged", ""},
             req.path);
     } catch (const std::exception& e) {
         core::log::error("http: internal error", {{"path", req.path}, {"error", e.what()}});
-        return problem_response(
+        co_return problem_response(
             {ProblemKind::internal, "an internal error occurred; it was logged", ""}, req.path);
     }
 }

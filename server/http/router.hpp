@@ -14,7 +14,10 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include <boost/asio/awaitable.hpp>
 
 #include "auth.hpp"
 #include "problem.hpp"
@@ -30,8 +33,13 @@ enum class Access {
     write,    // a write token
 };
 
-// `args` holds the segments that matched "{}", in order.
-using Handler = std::function<Response(const Request& req, const std::vector<std::string>& args)>;
+// `args` holds the segments that matched "{}", in order. A handler is a coroutine on the I/O
+// thread's executor: it waits for the database without holding the thread (ConnectionPool::run).
+// `req` and `args` live until it completes. Write each co_await as a statement of its own
+// (`const auto r = co_await …;`, `co_return co_await …;`), with its arguments in named variables:
+// GCC 12 miscompiles co_await inside a condition, a ?: or a braced argument list.
+using Handler = std::function<boost::asio::awaitable<Response>(
+    const Request& req, const std::vector<std::string>& args)>;
 
 class Router {
   public:
@@ -40,7 +48,8 @@ class Router {
 
     void add(const std::string& method, const std::string& pattern, Access access, Handler handler);
 
-    [[nodiscard]] Response handle(const Request& req) const;
+    // `req` must live until the answer is there.
+    [[nodiscard]] boost::asio::awaitable<Response> handle(const Request& req) const;
 
   private:
     struct Route {
@@ -54,8 +63,10 @@ class Router {
         std::string route = "unmatched";
         std::string method = "other";
     };
-    [[nodiscard]] Response dispatch(const Request& req, Matched& matched) const;
-    [[nodiscard]] Response handle_unmeasured(const Request& req, Matched& matched) const;
+    [[nodiscard]] boost::asio::awaitable<Response> dispatch(const Request& req,
+                                                            Matched& matched) const;
+    [[nodiscard]] boost::asio::awaitable<Response> handle_unmeasured(const Request& req,
+                                                                     Matched& matched) const;
 
     const Authenticator& auth_;
     bool open_landing_pages_;
@@ -64,5 +75,8 @@ class Router {
 
 // The response for a problem; `instance` is the request path.
 Response problem_response(const Problem& p, const std::string& instance);
+
+// A handler's answer that needs no waiting, as the coroutine a Handler returns.
+inline boost::asio::awaitable<Response> ready(Response r) { co_return r; }
 
 }  // namespace trackd::http

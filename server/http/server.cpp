@@ -4,11 +4,11 @@
 #include <thread>
 #include <vector>
 
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/asio/write.hpp>
 
 #include "trackd/core/error.hpp"
@@ -28,8 +28,8 @@ namespace {
 
 // How long stop() lets requests in progress finish before it ends the I/O threads.
 constexpr std::chrono::seconds kStopGrace{5};
-// metrics.listen's own threads: /healthz there answers while every API thread waits on the
-// database, and a scrape that waits for readiness leaves the other to answer it.
+// metrics.listen's own threads: /healthz there answers whatever the API's threads do, and while
+// a scrape's readiness check opens a connection (which blocks its thread) the other answers.
 constexpr int kMetricsThreads = 2;
 // After a failed accept (e.g. out of file descriptors) before trying again: without a pause the
 // acceptor would fail at once, again and again, spinning a core and flooding the log.
@@ -55,11 +55,50 @@ void refuse(tcp::socket socket, int max_connections) {
     socket.close(ec);
 }
 
-// Accepts connections and starts a Session, on its own strand, for each.
+// One event loop per I/O thread. A connection stays on the loop it was accepted into, so a
+// request's work never moves between threads (no strands, no wake-up of another thread for each
+// step) and the database waits of ConnectionPool::run() run in the same loop.
+class Loops {
+  public:
+    explicit Loops(int threads) {
+        for (int i = 0; i < threads; ++i) {
+            loops_.push_back(std::make_unique<net::io_context>(1));
+            guards_.emplace_back(net::make_work_guard(*loops_.back()));
+        }
+    }
+    net::io_context& first() { return *loops_.front(); }
+    // Round robin: where the next connection goes.
+    net::io_context& next() { return *loops_[next_++ % loops_.size()]; }
+    // Runs loop `i` on the calling thread until stop().
+    void run(std::size_t i) {
+        auto& ioc = *loops_[i];
+        while (true) {
+            try {
+                ioc.run();
+                return;
+            } catch (const std::exception& e) {
+                // A handler threw (it should not): keep the thread serving.
+                core::log::error("http: unexpected exception", {{"error", e.what()}});
+            }
+        }
+    }
+    void stop() {
+        guards_.clear();
+        for (auto& l : loops_) l->stop();
+    }
+    [[nodiscard]] std::size_t size() const { return loops_.size(); }
+
+  private:
+    std::vector<std::unique_ptr<net::io_context>> loops_;
+    std::vector<net::executor_work_guard<net::io_context::executor_type>> guards_;
+    std::size_t next_ = 0;  // only the accepting loop's thread uses it
+};
+
+// Accepts connections and starts a Session for each, on the next loop.
 class Listener : public std::enable_shared_from_this<Listener> {
   public:
-    Listener(net::io_context& ioc, tcp::acceptor acceptor, std::shared_ptr<SharedState> state)
-        : ioc_(ioc),
+    Listener(Loops& loops, tcp::acceptor acceptor, std::shared_ptr<SharedState> state)
+        : loops_(loops),
           acceptor_(std::move(acceptor)),
           retry_(acceptor_.get_executor()),
           state_(std::move(state)) {}
@@ -74,7 +113,7 @@ class Listener : public std::enable_shared_from_this<Listener> {
 
   private:
     void accept() {
-        acceptor_.async_accept(net::make_strand(ioc_),
+        acceptor_.async_accept(loops_.next(),
                                beast::bind_front_handler(&Listener::on_accept, shared_from_this()));
     }
     void on_accept(beast::error_code ec, tcp::socket socket) {
@@ -101,7 +140,7 @@ class Listener : public std::enable_shared_from_this<Listener> {
         return state_->sessions.size();
     }
 
-    net::io_context& ioc_;
+    Loops& loops_;
     tcp::acceptor acceptor_;
     net::steady_timer retry_;
     std::shared_ptr<SharedState> state_;
@@ -142,20 +181,21 @@ struct Server::Impl {
         : http(config.http),
           config_metrics_listen(config.metrics.listen),
           api(config, config.http.listen),
-          ioc(config.http.threads),
-          metrics_ioc(kMetricsThreads),
+          loops(config.http.threads),
+          metrics_loops(kMetricsThreads),
           state(std::make_shared<SharedState>(api, http, false)),
           metrics_state(std::make_shared<SharedState>(api, http, true)) {
         if (http.enabled) {
-            auto acceptor = bind_listener(ioc, http.listen, "http.listen");
+            auto acceptor = bind_listener(loops.first(), http.listen, "http.listen");
             port = acceptor.local_endpoint().port();
-            listener = std::make_shared<Listener>(ioc, std::move(acceptor), state);
+            listener = std::make_shared<Listener>(loops, std::move(acceptor), state);
         }
         if (!config.metrics.listen.empty()) {
-            auto acceptor = bind_listener(metrics_ioc, config.metrics.listen, "metrics.listen");
+            auto acceptor =
+                bind_listener(metrics_loops.first(), config.metrics.listen, "metrics.listen");
             metrics_port = acceptor.local_endpoint().port();
             metrics_listener =
-                std::make_shared<Listener>(metrics_ioc, std::move(acceptor), metrics_state);
+                std::make_shared<Listener>(metrics_loops, std::move(acceptor), metrics_state);
         }
     }
 
@@ -170,8 +210,8 @@ struct Server::Impl {
     config::HttpConfig http;
     std::string config_metrics_listen;
     Api api;
-    net::io_context ioc;          // http.listen: http.threads
-    net::io_context metrics_ioc;  // metrics.listen: kMetricsThreads of its own
+    Loops loops;          // http.listen: http.threads
+    Loops metrics_loops;  // metrics.listen: kMetricsThreads of its own
     std::shared_ptr<SharedState> state;
     std::shared_ptr<SharedState> metrics_state;
     std::shared_ptr<Listener> listener;          // http.listen, when http.enabled
@@ -194,25 +234,14 @@ void Server::start() {
     if (impl_->started) return;
     impl_->started = true;
     for (auto& [l, s] : impl_->listeners()) l->run();
-    const auto serve = [](net::io_context& ioc) {
-        while (true) {
-            try {
-                ioc.run();
-                return;
-            } catch (const std::exception& e) {
-                // A handler threw (it should not): keep the thread serving.
-                core::log::error("http: unexpected exception", {{"error", e.what()}});
-            }
-        }
-    };
     if (impl_->listener) {
-        for (int i = 0; i < impl_->http.threads; ++i) {
-            impl_->threads.emplace_back([this, serve] { serve(impl_->ioc); });
+        for (std::size_t i = 0; i < impl_->loops.size(); ++i) {
+            impl_->threads.emplace_back([this, i] { impl_->loops.run(i); });
         }
     }
     if (impl_->metrics_listener) {
-        for (int i = 0; i < kMetricsThreads; ++i) {
-            impl_->threads.emplace_back([this, serve] { serve(impl_->metrics_ioc); });
+        for (std::size_t i = 0; i < impl_->metrics_loops.size(); ++i) {
+            impl_->threads.emplace_back([this, i] { impl_->metrics_loops.run(i); });
         }
     }
     if (impl_->listener) {
@@ -254,10 +283,12 @@ void Server::stop() {
             std::this_thread::sleep_for(std::chrono::milliseconds(10));
         }
     }
-    impl_->ioc.stop();
-    impl_->metrics_ioc.stop();
+    impl_->loops.stop();
+    impl_->metrics_loops.stop();
     for (auto& t : impl_->threads) t.join();
     impl_->threads.clear();
+    // Requests still waiting (past the grace) end with their loops, here on this thread.
+    impl_->api.stop();
     core::log::info("http: stopped");
 }
 

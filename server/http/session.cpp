@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/write.hpp>
 
@@ -21,6 +22,12 @@ namespace {
 
 // Bounds the lingering read after an answer that closes the connection (drain_and_close).
 constexpr std::chrono::seconds kDrainTimeout{1};
+
+// The Api's answer to a request it owns until then.
+net::awaitable<Response> answer(std::shared_ptr<SharedState> state, Request request) {
+    if (state->metrics_only) co_return co_await state->api.handle_metrics(request);
+    co_return co_await state->api.handle(request);
+}
 
 Request to_request(bhttp::request<bhttp::string_body>& m) {
     Target t = parse_target(std::string_view(m.target().data(), m.target().size()));
@@ -128,16 +135,26 @@ void Session::on_read(beast::error_code ec, std::size_t /*n*/) {
     const bool keep_alive = message.keep_alive() && !state_->stopping.load();
     std::string method(message.method_string());
     const std::string target(message.target());
-    const std::string path = target.substr(0, target.find('?'));
-    Response response;
+    std::string path = target.substr(0, target.find('?'));
+    Request request;
     try {
-        response = state_->metrics_only ? state_->api.handle_metrics(to_request(message))
-                                        : state_->api.handle(to_request(message));
+        request = to_request(message);
     } catch (const ProblemError& e) {  // from parse_target: a malformed target
-        response = problem_response(e.problem(), path);
+        return send(problem_response(e.problem(), path), keep_alive, method, path);
     }
-    if (response.stream) return start_stream(std::move(response), method, path);
-    send(std::move(response), keep_alive, method, path);
+    // The handler waits for the database in the event loop; this thread serves others meanwhile.
+    net::co_spawn(
+        stream_.get_executor(), answer(state_, std::move(request)),
+        [self = shared_from_this(), keep_alive, method = std::move(method), path = std::move(path)](
+            const std::exception_ptr& error, Response response) {
+            if (error) {  // the router answers every exception itself: only a bug gets here
+                response = problem_response(
+                    {ProblemKind::internal, "an internal error occurred; it was logged", ""}, path);
+                core::log::error("http: a request ended without an answer", {{"path", path}});
+            }
+            if (response.stream) return self->start_stream(std::move(response), method, path);
+            self->send(std::move(response), keep_alive, method, path);
+        });
 }
 
 // A streaming response (Server-Sent Events): the head and the first bytes, then whatever the
@@ -184,14 +201,23 @@ void Session::stream_write(std::string text) {
 
 void Session::stream_poll() {
     if (!body_stream_ || state_->stopping.load()) return end_stream();
-    std::string text;
-    try {
-        text = body_stream_->next();
-    } catch (const std::exception& e) {
-        // The client reconnects (with Last-Event-ID) and resumes where it was.
-        core::log::warn("http: event stream ended", {{"error", e.what()}});
+    net::co_spawn(stream_.get_executor(), body_stream_->next(),
+                  [self = shared_from_this()](const std::exception_ptr& error, std::string text) {
+                      self->on_stream_next(error, std::move(text));
+                  });
+}
+
+void Session::on_stream_next(const std::exception_ptr& error, std::string text) {
+    if (error) {
+        try {
+            std::rethrow_exception(error);
+        } catch (const std::exception& e) {
+            // The client reconnects (with Last-Event-ID) and resumes where it was.
+            core::log::warn("http: event stream ended", {{"error", e.what()}});
+        }
         return end_stream();
     }
+    if (!body_stream_ || state_->stopping.load()) return end_stream();
     if (!text.empty()) return stream_write(std::move(text));
     if (std::chrono::steady_clock::now() - stream_last_write_ >= body_stream_->heartbeat()) {
         return stream_write(": keep-alive\n\n");

@@ -1,7 +1,9 @@
 // One client connection: reads requests with limits and timeouts, hands each to the Api, writes
 // the response, keeps the connection alive between requests.
 //
-// Contract: all of a session's work runs on its own strand. Timeouts: http.idle_timeout_ms while
+// Contract: all of a session's work runs on the one event loop (and thread) it was accepted into;
+// a request's handler is a coroutine there, so while it waits for the database the thread serves
+// other connections. Timeouts: http.idle_timeout_ms while
 // waiting for the first byte of the next request, http.read_timeout_ms from that byte to the end
 // of the request (so a slow client cannot hold a connection forever), and the same bound for
 // writing the response (each write of a streaming response too; a stream otherwise lasts until
@@ -64,6 +66,7 @@ class Session : public std::enable_shared_from_this<Session> {
     void watch_stream_client();
     void stream_write(std::string text);
     void stream_poll();
+    void on_stream_next(const std::exception_ptr& error, std::string text);
     void end_stream();
     void drain_and_close();
     void drain_some(std::size_t drained);

@@ -159,13 +159,15 @@ std::string entity_tag(const std::string& body) {
 
 void TileService::add_routes(Router& router) {
     router.add("GET", "/tiles/{}", Access::landing,
-               [this](const Request& r, const auto& a) { return tilejson(r, a[0]); });
+               [this](const Request& r, const auto& a) { return ready(tilejson(r, a[0])); });
     router.add("GET", "/tiles/{}/{}/{}/{}", Access::read,
                [this](const Request& r, const auto& a) { return tile(r, a[0], a[1], a[2], a[3]); });
 }
 
-Response TileService::tile(const Request& req, const std::string& collection, const std::string& z,
-                           const std::string& x, const std::string& y_mvt) {
+boost::asio::awaitable<Response> TileService::tile(const Request& req,
+                                                   const std::string& collection,
+                                                   const std::string& z, const std::string& x,
+                                                   const std::string& y_mvt) {
     const auto& c = find_collection(collection);
     constexpr std::string_view kSuffix = ".mvt";
     const std::string_view y_text(y_mvt);
@@ -202,7 +204,7 @@ Response TileService::tile(const Request& req, const std::string& collection, co
         Statement{"tile_positions", tile_sql(collections()[1])},
         Statement{"tile_geofences", tile_sql(collections()[2])},
     };
-    const auto r = ctx_.pool.run(kStatements.at(static_cast<std::size_t>(c.kind)), params);
+    const auto r = co_await ctx_.pool.run(kStatements.at(static_cast<std::size_t>(c.kind)), params);
     // bytea in text form: "\x" and two hex digits a byte.
     const std::string hex = r.get(0, 0).value_or("\\x");
     if (hex.size() < 2 || hex.compare(0, 2, "\\x") != 0) {
@@ -224,16 +226,16 @@ Response TileService::tile(const Request& req, const std::string& collection, co
     if (!req.if_none_match.empty() && req.if_none_match == tag) {
         res.status = 304;
         res.content_type.clear();
-        return res;
+        co_return res;
     }
     if (body.empty()) {
         res.status = 204;
         res.content_type.clear();
-        return res;
+        co_return res;
     }
     res.content_type = "application/vnd.mapbox-vector-tile";
     res.body = std::move(body);
-    return res;
+    co_return res;
 }
 
 Response TileService::tilejson(const Request& req, const std::string& collection) const {

@@ -28,8 +28,9 @@ class TileService {
     explicit TileService(ServiceContext& ctx) : ctx_(ctx) {}
     void add_routes(Router& router);
 
-    Response tile(const Request& req, const std::string& collection, const std::string& z,
-                  const std::string& x, const std::string& y_mvt);
+    boost::asio::awaitable<Response> tile(const Request& req, const std::string& collection,
+                                          const std::string& z, const std::string& x,
+                                          const std::string& y_mvt);
     Response tilejson(const Request& req, const std::string& collection) const;
 
   private:

@@ -76,7 +76,8 @@ void VehicleService::add_routes(Router& router) {
                [this](const Request& r, const auto& a) { return track(r, a[0]); });
 }
 
-Response VehicleService::get(const Request& req, const std::string& vehicle_id) {
+boost::asio::awaitable<Response> VehicleService::get(const Request& req,
+                                                     const std::string& vehicle_id) {
     req.query.only({});
     check_identifier("vehicle_id", vehicle_id, kMaxIdentifierBytes);
     static const Statement st{"vehicle_get",
@@ -84,14 +85,15 @@ Response VehicleService::get(const Request& req, const std::string& vehicle_id) 
                                   " FROM trackd.vehicle_current_state "
                                   "WHERE vehicle_id = $1",
                               db::Format::binary};
-    const auto r = ctx_.pool.run(st, {vehicle_id});
+    const db::Params key{vehicle_id};
+    const auto r = co_await ctx_.pool.run(st, key);
     if (r.rows() == 0) vehicle_not_found(vehicle_id);
     JsonWriter w;
     write_vehicle(w, r, 0);
-    return geojson_response(w.take());
+    co_return geojson_response(w.take());
 }
 
-Response VehicleService::list(const Request& req) {
+boost::asio::awaitable<Response> VehicleService::list(const Request& req) {
     const auto& q = req.query;
     q.only({"bbox", "updated_since", "limit", "after"});
     const FeaturePage page(req, ctx_.fallback_host,
@@ -117,11 +119,12 @@ Response VehicleService::list(const Request& req) {
     // Ordered by the primary key, so that following `next` links returns every vehicle exactly
     // once.
     sql += " ORDER BY vehicle_id" + page.limit_clause();
-    const auto r = ctx_.pool.run(statement_for(sql.sql(), db::Format::binary), sql.params());
-    return page.respond(r, [&r](JsonWriter& w, int row) { write_vehicle(w, r, row); });
+    const auto r =
+        co_await ctx_.pool.run(statement_for(sql.sql(), db::Format::binary), sql.params());
+    co_return page.respond(r, [&r](JsonWriter& w, int row) { write_vehicle(w, r, row); });
 }
 
-Response VehicleService::nearby(const Request& req) {
+boost::asio::awaitable<Response> VehicleService::nearby(const Request& req) {
     const auto& q = req.query;
     q.only({"lon", "lat", "radius_m", "limit"});
     for (const char* name : {"lon", "lat", "radius_m"}) {
@@ -152,10 +155,11 @@ Response VehicleService::nearby(const Request& req) {
             "ORDER BY distance_m, vehicle_id LIMIT " +
             std::to_string(limit),
         db::Format::binary);
-    const auto r = ctx_.pool.run(
-        st, {fmt::format("{}", lon), fmt::format("{}", lat), fmt::format("{}", radius),
-             fmt::format("{}", box.xmin), fmt::format("{}", box.ymin), fmt::format("{}", box.xmax),
-             fmt::format("{}", box.ymax)});
+    const db::Params params{fmt::format("{}", lon),      fmt::format("{}", lat),
+                            fmt::format("{}", radius),   fmt::format("{}", box.xmin),
+                            fmt::format("{}", box.ymin), fmt::format("{}", box.xmax),
+                            fmt::format("{}", box.ymax)};
+    const auto r = co_await ctx_.pool.run(st, params);
     JsonWriter w;
     w.begin_object();
     w.key("type").value("FeatureCollection");
@@ -169,10 +173,11 @@ Response VehicleService::nearby(const Request& req) {
     write_link(w, "self", "application/geo+json", url_with(req, ctx_.fallback_host, {}));
     w.end_array();
     w.end_object();
-    return geojson_response(w.take());
+    co_return geojson_response(w.take());
 }
 
-Response VehicleService::track(const Request& req, const std::string& vehicle_id) {
+boost::asio::awaitable<Response> VehicleService::track(const Request& req,
+                                                       const std::string& vehicle_id) {
     const auto& q = req.query;
     q.only({"from", "to", "format", "limit"});
     check_identifier("vehicle_id", vehicle_id, kMaxIdentifierBytes);
@@ -213,12 +218,12 @@ Response VehicleService::track(const Request& req, const std::string& vehicle_id
                 ") p WINDOW w AS (ORDER BY recorded_at, ingest_batch_id, kafka_partition, "
                 "kafka_offset) ORDER BY recorded_at, ingest_batch_id, kafka_partition, "
                 "kafka_offset"};
-        const auto r = ctx_.pool.run(st, params);
+        const auto r = co_await ctx_.pool.run(st, params);
         const int n = std::min(r.rows(), limit);
         if (n == 0) {
-            if (ctx_.pool.run(kVehicleExists, {vehicle_id}).rows() == 0) {
-                vehicle_not_found(vehicle_id);
-            }
+            const db::Params key{vehicle_id};
+            const auto known = co_await ctx_.pool.run(kVehicleExists, key);
+            if (known.rows() == 0) vehicle_not_found(vehicle_id);
         }
         w.begin_object();
         w.key("type").value("FeatureCollection");
@@ -253,7 +258,7 @@ Response VehicleService::track(const Request& req, const std::string& vehicle_id
         w.key("numberReturned").value(n);
         w.key("truncated").value(r.rows() > limit);
         w.end_object();
-        return geojson_response(w.take());
+        co_return geojson_response(w.take());
     }
 
     static const Statement st{
@@ -270,10 +275,12 @@ Response VehicleService::track(const Request& req, const std::string& vehicle_id
             "WHEN n = 1 THEN ST_AsGeoJSON(ST_Force2D(ST_PointN(line, 1)), 9) END, "
             "CASE WHEN n >= 2 THEN ST_Length(line::geography) ELSE 0 END, "
             "(SELECT count(*) FROM p0) > $4::int8 - 1 FROM l"};
-    const auto r = ctx_.pool.run(st, params);
+    const auto r = co_await ctx_.pool.run(st, params);
     const auto n = std::stoll(r.at(0, 0));
     if (n == 0) {
-        if (ctx_.pool.run(kVehicleExists, {vehicle_id}).rows() == 0) vehicle_not_found(vehicle_id);
+        const db::Params key{vehicle_id};
+        const auto known = co_await ctx_.pool.run(kVehicleExists, key);
+        if (known.rows() == 0) vehicle_not_found(vehicle_id);
     }
     w.begin_object();
     w.key("type").value("Feature");
@@ -305,7 +312,7 @@ Response VehicleService::track(const Request& req, const std::string& vehicle_id
     w.key("truncated").value(r.at(0, 5) == "t");
     w.end_object();
     w.end_object();
-    return geojson_response(w.take());
+    co_return geojson_response(w.take());
 }
 
 }  // namespace trackd::http

@@ -12,10 +12,10 @@ class VehicleService {
     explicit VehicleService(ServiceContext& ctx) : ctx_(ctx) {}
     void add_routes(Router& router);
 
-    Response get(const Request& req, const std::string& vehicle_id);
-    Response list(const Request& req);
-    Response nearby(const Request& req);
-    Response track(const Request& req, const std::string& vehicle_id);
+    boost::asio::awaitable<Response> get(const Request& req, const std::string& vehicle_id);
+    boost::asio::awaitable<Response> list(const Request& req);
+    boost::asio::awaitable<Response> nearby(const Request& req);
+    boost::asio::awaitable<Response> track(const Request& req, const std::string& vehicle_id);
 
   private:
     ServiceContext& ctx_;

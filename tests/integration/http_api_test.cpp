@@ -671,10 +671,11 @@ TEST_F(HttpApi, AFrozenDatabaseIsAnswered503AndNoRequestWaitsForIt) {
     EXPECT_EQ(read_->get("/readyz").status, 200);
 }
 
-// metrics.listen is served by threads of its own: while every API thread waits on a frozen
-// database (here with limits of 30 s, so that they keep waiting), /healthz there answers and
-// the same request on http.listen does not. Liveness probes belong on metrics.listen.
-TEST_F(HttpApi, MetricsListenAnswersHealthzWhileEveryApiThreadWaitsOnTheDatabase) {
+// A request waits for the database in its thread's event loop, not on the thread: with more
+// requests waiting on a frozen database than there are I/O threads (here with limits of 30 s,
+// so that they keep waiting), /healthz answers on both listeners. Before the requests became
+// coroutines, each held its thread, and /healthz on http.listen waited for the thaw.
+TEST_F(HttpApi, HealthzAnswersWhileMoreRequestsThanThreadsWaitOnAFrozenDatabase) {
     const auto [host, port] = pg_endpoint(db_.dsn());
     TcpRelay relay(host, port);
     server_.reset();
@@ -682,36 +683,34 @@ TEST_F(HttpApi, MetricsListenAnswersHealthzWhileEveryApiThreadWaitsOnTheDatabase
         c.pg.dsn = relay.through(db_.dsn());
         c.pg.connect_timeout_s = 30;
         c.http.statement_timeout_ms = 30000;
+        c.http.pool_size = 1;  // one request waits on the server, the others for the connection
         c.metrics.listen = "127.0.0.1:0";
     });
-    ASSERT_EQ(read_->get("/v1/vehicles/in-1").status, 200);
+    ASSERT_EQ(read_->get("/v1/vehicles/in-1").status, 200);  // the pool's one connection
 
     relay.freeze(true);
-    // Both API threads (http_test_config: 2) wait: one on the open connection, one connecting.
     std::vector<std::future<HttpResponse>> api;
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < 4; ++i) {  // http_test_config: 2 threads
         api.push_back(
             std::async(std::launch::async, [this] { return read_->get("/v1/vehicles/in-1"); }));
     }
-    // The second connection is being made: the request that made it has a thread, and so has
-    // the one on the open connection (it took that slot first).
-    for (int i = 0; i < 3000 && relay.accepted() < 2; ++i) {
+    // The statement on the open connection is held back by the freeze.
+    for (int i = 0; i < 3000 && relay.holding() == 0; ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    ASSERT_EQ(relay.accepted(), 2);
-    auto main_healthz = std::async(std::launch::async, [this] { return read_->get("/healthz"); });
-    const HttpClient ops(server_->metrics_port());
-    const auto healthz = ops.get("/healthz");
+    ASSERT_GT(relay.holding(), 0);
+    const auto healthz = read_->get("/healthz");
     EXPECT_EQ(healthz.status, 200) << healthz.body;
-    EXPECT_EQ(main_healthz.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout)
-        << "http.listen answered too: its threads were not all waiting, the test shows nothing";
+    const HttpClient ops(server_->metrics_port());
+    EXPECT_EQ(ops.get("/healthz").status, 200);
     for (auto& a : api) {
-        EXPECT_EQ(a.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
+        EXPECT_EQ(a.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout)
+            << "a request was answered while the database was frozen: the test shows nothing";
     }
+    EXPECT_EQ(relay.accepted(), 1) << "no request opened another connection";
 
     relay.freeze(false);
     for (auto& a : api) EXPECT_EQ(a.get().status, 200);
-    EXPECT_EQ(main_healthz.get().status, 200);
 }
 
 // Raw sockets: keep-alive, and connections that send nothing or too little are closed.

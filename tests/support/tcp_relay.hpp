@@ -126,7 +126,8 @@ class TcpRelay {
                 holding = false;
             }
             pollfd p[2] = {{a, POLLIN, 0}, {b, POLLIN, 0}};
-            if (::poll(p, 2, 100) <= 0) continue;
+            // Frozen while waiting: the bytes that woke it wait too.
+            if (::poll(p, 2, 100) <= 0 || frozen_) continue;
             bool done = false;
             for (int i = 0; i < 2 && !done; ++i) {
                 if ((p[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;

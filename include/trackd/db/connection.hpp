@@ -5,7 +5,6 @@
 // spliced into SQL text. Not thread-safe: give each thread its own Connection.
 #pragma once
 
-#include <chrono>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -39,8 +38,8 @@ class DbError : public std::runtime_error {
     std::string sqlstate_;
 };
 
-// The server did not answer within the connection's answer timeout (set_answer_timeout): it is
-// frozen or cut off the network. The connection has been closed (SQLSTATE class 08).
+// The server did not answer within the caller's bound (see Connection::send_*): it is frozen or
+// cut off the network. The connection has been closed (SQLSTATE class 08).
 class DbTimeout : public DbError {
   public:
     explicit DbTimeout(const std::string& message) : DbError(message, "08006") {}
@@ -116,21 +115,26 @@ class Connection {
 
     [[nodiscard]] bool ok() const;
 
-    // Waits at most `limit` for the server's answer to each later exec_script(), query(),
-    // prepare() or query_prepared() (zero, the default: as long as it takes); past it the call
-    // closes the connection and throws DbTimeout. A server-side statement_timeout ends a slow
-    // statement but not the wait on a server that is frozen or cut off the network, which only
-    // the client can bound. COPY is not covered.
-    void set_answer_timeout(std::chrono::milliseconds limit) { answer_timeout_ = limit; }
+    // The same without blocking, for a caller that waits on socket() in its own event loop:
+    // send_*() starts one statement; answer_ready() reads what has arrived, never waits, and
+    // says whether the whole answer is in; answer() then returns it as query() would (or throws
+    // DbError). A server that never answers is the caller's to bound: close() ends the
+    // connection. COPY is not covered.
+    void send_script(const std::string& sql);
+    void send_prepare(const std::string& name, const std::string& sql);
+    void send_prepared(const std::string& name, const Params& params, Format format);
+    [[nodiscard]] bool answer_ready();
+    Result answer();
+    [[nodiscard]] int socket() const;
+    // Closes the connection now; ok() is false afterwards.
+    void close();
 
   private:
     void connect(const std::vector<std::pair<std::string, std::string>>& params);
-    // What a PQsend* call started, as the PQexec* call would return it (its last result),
-    // waiting at most answer_timeout_ in all.
-    pg_result* await_result();
 
     pg_conn* conn_ = nullptr;
-    std::chrono::milliseconds answer_timeout_{0};
+    pg_result* answer_ = nullptr;  // what send_*() started, as far as it has arrived
+    bool answer_complete_ = false;
 };
 
 }  // namespace trackd::db

@@ -3,6 +3,11 @@
 // SQL would run.
 #include "api.hpp"
 
+#include <exception>
+#include <optional>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
@@ -37,6 +42,18 @@ class ApiWithoutDatabase : public ::testing::Test {
         r.host = "api.example:8080";
         if (!token.empty()) r.authorization = "Bearer " + token;
         return r;
+    }
+    // The Api's answer: its coroutine, run to the end here.
+    static Response handle(const Api& api, const Request& req) {
+        boost::asio::io_context ioc;
+        std::optional<Response> out;
+        boost::asio::co_spawn(ioc, api.handle(req),
+                              [&out](const std::exception_ptr& error, Response r) {
+                                  if (error) std::rethrow_exception(error);
+                                  out = std::move(r);
+                              });
+        ioc.run();
+        return out.value();
     }
     // Status and the problem's `parameter` member ("" when absent).
     static std::pair<int, std::string> outcome(const Response& r) {
@@ -88,16 +105,16 @@ TEST_F(ApiWithoutDatabase, EachBadInputClassIs400NamingTheParameter) {
         {"/map/map.js?token=x", "token"},
     };
     for (const auto& [target, parameter] : cases) {
-        EXPECT_EQ(outcome(api_.handle(request("GET", target))), std::make_pair(400, parameter))
+        EXPECT_EQ(outcome(handle(api_, request("GET", target))), std::make_pair(400, parameter))
             << target;
     }
 }
 
 // Requests are counted by route PATTERN, never by the raw path (bounded labels, no ids).
 TEST_F(ApiWithoutDatabase, RequestMetricsUseRoutePatterns) {
-    (void)api_.handle(request("GET", "/v1/vehicles/veh-unbounded-label-42"));
-    (void)api_.handle(request("GET", "/no/such/place-unbounded-label"));
-    (void)api_.handle(request("POST", "/v1/vehicles"));
+    (void)handle(api_, request("GET", "/v1/vehicles/veh-unbounded-label-42"));
+    (void)handle(api_, request("GET", "/no/such/place-unbounded-label"));
+    (void)handle(api_, request("POST", "/v1/vehicles"));
     const auto text = core::metrics::registry().render();
     EXPECT_EQ(text.find("unbounded-label"), std::string::npos) << text;
     EXPECT_NE(text.find("trackd_http_requests_total{route=\"/v1/vehicles/{}\",method=\"GET\","),
@@ -118,44 +135,44 @@ TEST_F(ApiWithoutDatabase, RequestMetricsUseRoutePatterns) {
 
 // /metrics answers without a token and while the database is down, saying so in trackd_ready.
 TEST_F(ApiWithoutDatabase, MetricsAnswerWithoutTokenAndDatabase) {
-    const auto r = api_.handle(request("GET", "/metrics", ""));
+    const auto r = handle(api_, request("GET", "/metrics", ""));
     EXPECT_EQ(r.status, 200);
     EXPECT_EQ(r.content_type, "text/plain; version=0.0.4; charset=utf-8");
     EXPECT_NE(r.body.find("\ntrackd_ready 0\n"), std::string::npos) << r.body;
     EXPECT_NE(r.body.find("# TYPE trackd_process_cpu_seconds_total counter"), std::string::npos);
-    EXPECT_EQ(api_.handle(request("GET", "/metrics?x=1", "")).status, 400);
+    EXPECT_EQ(handle(api_, request("GET", "/metrics?x=1", "")).status, 400);
 }
 
 TEST_F(ApiWithoutDatabase, UnknownPathsMethodsAndAccess) {
-    EXPECT_EQ(api_.handle(request("GET", "/v2/vehicles")).status, 404);
-    EXPECT_EQ(api_.handle(request("GET", "/collections/cars")).status, 404);
-    const auto r405 = api_.handle(request("POST", "/v1/vehicles"));
+    EXPECT_EQ(handle(api_, request("GET", "/v2/vehicles")).status, 404);
+    EXPECT_EQ(handle(api_, request("GET", "/collections/cars")).status, 404);
+    const auto r405 = handle(api_, request("POST", "/v1/vehicles"));
     EXPECT_EQ(r405.status, 405);
     ASSERT_EQ(r405.headers.size(), 1U);
     EXPECT_EQ(r405.headers[0], std::make_pair(std::string("Allow"), std::string("GET")));
-    EXPECT_EQ(api_.handle(request("PATCH", "/v1/geofences/depot")).headers[0].second,
+    EXPECT_EQ(handle(api_, request("PATCH", "/v1/geofences/depot")).headers[0].second,
               "DELETE, GET, PUT");
-    EXPECT_EQ(outcome(api_.handle(request("GET", "/v1/vehicles", ""))),
+    EXPECT_EQ(outcome(handle(api_, request("GET", "/v1/vehicles", ""))),
               std::make_pair(401, std::string("Authorization")));
-    EXPECT_EQ(api_.handle(request("GET", "/v1/vehicles", "wrong-token-0123456789")).status, 401);
-    EXPECT_EQ(api_.handle(request("DELETE", "/v1/geofences/depot")).status, 403);
+    EXPECT_EQ(handle(api_, request("GET", "/v1/vehicles", "wrong-token-0123456789")).status, 401);
+    EXPECT_EQ(handle(api_, request("DELETE", "/v1/geofences/depot")).status, 403);
     // Health and (here) landing pages need no token; a bad token does not break health.
-    EXPECT_EQ(api_.handle(request("GET", "/healthz", "")).status, 200);
-    EXPECT_EQ(api_.handle(request("GET", "/healthz", "stale-token-0123456789")).status, 200);
-    EXPECT_EQ(api_.handle(request("GET", "/", "")).status, 200);
-    EXPECT_EQ(api_.handle(request("GET", "/conformance", "")).status, 200);
-    EXPECT_EQ(api_.handle(request("GET", "/collections", "")).status, 200);
-    EXPECT_EQ(api_.handle(request("GET", "/api", "")).status, 200);
+    EXPECT_EQ(handle(api_, request("GET", "/healthz", "")).status, 200);
+    EXPECT_EQ(handle(api_, request("GET", "/healthz", "stale-token-0123456789")).status, 200);
+    EXPECT_EQ(handle(api_, request("GET", "/", "")).status, 200);
+    EXPECT_EQ(handle(api_, request("GET", "/conformance", "")).status, 200);
+    EXPECT_EQ(handle(api_, request("GET", "/collections", "")).status, 200);
+    EXPECT_EQ(handle(api_, request("GET", "/api", "")).status, 200);
     // The map page and its files hold no data: open, and served without a database.
-    EXPECT_EQ(api_.handle(request("GET", "/map", "")).status, 200);
-    EXPECT_EQ(api_.handle(request("GET", "/map/maplibre-gl-worker.mjs?v=6.17.0", "")).status, 200);
-    EXPECT_EQ(api_.handle(request("GET", "/tiles/vehicles/0/0/0.mvt", "")).status, 401);
+    EXPECT_EQ(handle(api_, request("GET", "/map", "")).status, 200);
+    EXPECT_EQ(handle(api_, request("GET", "/map/maplibre-gl-worker.mjs?v=6.17.0", "")).status, 200);
+    EXPECT_EQ(handle(api_, request("GET", "/tiles/vehicles/0/0/0.mvt", "")).status, 401);
 
     Api closed(make_config(false), "127.0.0.1:8080");
-    EXPECT_EQ(closed.handle(request("GET", "/", "")).status, 401);
-    EXPECT_EQ(closed.handle(request("GET", "/", "read-token-0123456789")).status, 200);
-    EXPECT_EQ(closed.handle(request("GET", "/tiles/vehicles", "")).status, 401);
-    EXPECT_EQ(closed.handle(request("GET", "/map", "")).status, 200);
+    EXPECT_EQ(handle(closed, request("GET", "/", "")).status, 401);
+    EXPECT_EQ(handle(closed, request("GET", "/", "read-token-0123456789")).status, 200);
+    EXPECT_EQ(handle(closed, request("GET", "/tiles/vehicles", "")).status, 401);
+    EXPECT_EQ(handle(closed, request("GET", "/map", "")).status, 200);
 }
 
 TEST_F(ApiWithoutDatabase, GeofenceBodiesAreCheckedBeforeTheDatabase) {
@@ -164,7 +181,7 @@ TEST_F(ApiWithoutDatabase, GeofenceBodiesAreCheckedBeforeTheDatabase) {
         Request r = request("PUT", target, "write-token-0123456789");
         r.body = body;
         r.content_type = content_type;
-        return api_.handle(r);
+        return handle(api_, r);
     };
     const std::string bowtie =
         R"({"type":"Polygon","coordinates":[[[0,0],[1,1],[1,0],[0,1],[0,0]]]})";
@@ -180,12 +197,12 @@ TEST_F(ApiWithoutDatabase, GeofenceBodiesAreCheckedBeforeTheDatabase) {
 }
 
 TEST_F(ApiWithoutDatabase, LandingPageLinksUseTheHostHeader) {
-    const auto r = api_.handle(request("GET", "/"));
+    const auto r = handle(api_, request("GET", "/"));
     EXPECT_EQ(r.content_type, "application/json");
     EXPECT_NE(r.body.find(R"("href":"http://api.example:8080/conformance","rel":"conformance")"),
               std::string::npos)
         << r.body;
-    const auto api = api_.handle(request("GET", "/api"));
+    const auto api = handle(api_, request("GET", "/api"));
     EXPECT_EQ(api.content_type, "application/vnd.oai.openapi+json;version=3.0");
     simdjson::dom::parser parser;
     EXPECT_EQ(std::string_view(parser.parse(api.body)["openapi"]), "3.0.3");
