@@ -25,6 +25,74 @@ namespace trackd::http {
 
 namespace net = boost::asio;
 
+namespace {
+
+// Waits in the event loop until a libpq connection's socket is ready, at most until a deadline.
+// It watches a copy of the socket, owned by its descriptor: libpq may close its own (a broken
+// connection) while the copy is still registered in the event loop. At the deadline the socket is
+// shut down, which ends the wait from whichever thread runs the timer without touching the
+// descriptor object; `done` keeps a late expiry off the socket once the wait is over.
+class SocketWait {
+  public:
+    static constexpr auto read = net::posix::stream_descriptor::wait_read;
+    static constexpr auto write = net::posix::stream_descriptor::wait_write;
+
+    SocketWait(const net::any_io_executor& ex, db::Connection& conn,
+               std::chrono::steady_clock::time_point deadline)
+        : socket_(ex, copy_of(conn)), timer_(ex, deadline), state_(std::make_shared<State>()) {
+        timer_.async_wait(
+            [state = state_, fd = socket_.native_handle()](boost::system::error_code ec) {
+                if (ec) return;
+                const std::lock_guard lock(state->mutex);
+                if (state->done) return;
+                state->expired = true;
+                ::shutdown(fd, SHUT_RDWR);
+            });
+    }
+    ~SocketWait() {
+        {
+            const std::lock_guard lock(state_->mutex);
+            state_->done = true;
+        }
+        timer_.cancel();
+    }
+    SocketWait(const SocketWait&) = delete;
+    SocketWait& operator=(const SocketWait&) = delete;
+    SocketWait(SocketWait&&) = delete;
+    SocketWait& operator=(SocketWait&&) = delete;
+
+    // True once the socket is ready for `what` (or failed: libpq reports that), false if the
+    // deadline passed first.
+    net::awaitable<bool> ready(net::posix::stream_descriptor::wait_type what) {
+        boost::system::error_code ec;  // an error shows in what libpq reads next
+        co_await socket_.async_wait(what, net::redirect_error(net::use_awaitable, ec));
+        const std::lock_guard lock(state_->mutex);
+        co_return !state_->expired;
+    }
+
+  private:
+    struct State {
+        std::mutex mutex;
+        bool done = false;
+        bool expired = false;
+    };
+    static int copy_of(db::Connection& conn) {
+        const int fd = ::dup(conn.socket());
+        if (fd < 0) {
+            const std::string error = std::system_category().message(errno);
+            conn.close();
+            throw db::DbError("cannot watch the connection's socket: " + error, "08000");
+        }
+        return fd;
+    }
+
+    net::posix::stream_descriptor socket_;
+    net::steady_timer timer_;
+    std::shared_ptr<State> state_;
+};
+
+}  // namespace
+
 // A request waiting for a free connection. Every field is guarded by the pool's mutex.
 struct ConnectionPool::Waiter {
     explicit Waiter(const net::any_io_executor& ex) : executor(ex), deadline(ex) {}
@@ -168,9 +236,27 @@ net::awaitable<void> ConnectionPool::connect(Slot& slot) {
         }
     }
     try {
-        // Opening the connection blocks this thread, at most pg.connect_timeout_s.
+        // Opened in the event loop too, within pg.connect_timeout_s in all.
         auto conn = std::make_unique<db::Connection>(settings_.dsn, "trackd http",
-                                                     settings_.connect_timeout_s);
+                                                     db::Connection::Started{});
+        const auto deadline =
+            std::chrono::steady_clock::now() + std::chrono::seconds(settings_.connect_timeout_s);
+        const auto ex = co_await net::this_coro::executor;
+        for (auto step = db::Connection::Wait::write; step != db::Connection::Wait::done;) {
+            // libpq may change sockets between steps (another address of the host).
+            SocketWait socket(ex, *conn, deadline);
+            const auto what =
+                step == db::Connection::Wait::read ? SocketWait::read : SocketWait::write;
+            const bool in_time = co_await socket.ready(what);
+            if (!in_time) {
+                conn->close();
+                throw db::DbError(fmt::format("cannot connect to PostgreSQL: no answer within "
+                                              "pg.connect_timeout_s ({} s)",
+                                              settings_.connect_timeout_s),
+                                  "");
+            }
+            step = conn->connect_step();
+        }
         // The API only reads (and writes geofences): a statement running longer than this is a
         // query the caller should narrow, not one to wait for.
         conn->send_script(fmt::format("SET statement_timeout = {}; SET TIME ZONE 'UTC'",
@@ -192,56 +278,14 @@ void ConnectionPool::set_reachable(bool reachable, bool probe) {
     if (probe) probing_ = false;
 }
 
-net::awaitable<db::Result> ConnectionPool::answer(db::Connection& conn) {
+net::awaitable<db::Result> ConnectionPool::answer(db::Connection& conn) const {
     if (conn.answer_ready()) co_return conn.answer();
     const auto limit = std::chrono::milliseconds(settings_.statement_timeout_ms) + kAnswerMargin;
-    const auto ex = co_await net::this_coro::executor;
-    // A copy of libpq's socket, owned by the descriptor: libpq may close its own (a broken
-    // connection) while this one is still registered in the event loop.
-    const int fd = ::dup(conn.socket());
-    if (fd < 0) {
-        conn.close();
-        throw db::DbError(
-            "cannot watch the connection's socket: " + std::system_category().message(errno),
-            "08000");
-    }
-    net::posix::stream_descriptor socket(ex, fd);
-    // Past the deadline the socket is shut down, which ends the wait below from any thread
-    // without touching the descriptor object; `done` keeps a late expiry off the socket once
-    // this call has returned (and closed its copy).
-    struct Deadline {
-        std::mutex mutex;
-        bool done = false;
-        bool expired = false;
-    };
-    const auto deadline = std::make_shared<Deadline>();
-    net::steady_timer timer(ex, limit);
-    timer.async_wait([deadline, fd](boost::system::error_code ec) {
-        if (ec) return;
-        const std::lock_guard lock(deadline->mutex);
-        if (deadline->done) return;
-        deadline->expired = true;
-        ::shutdown(fd, SHUT_RDWR);
-    });
-    struct Finish {
-        Deadline& d;
-        net::steady_timer& timer;
-        ~Finish() {
-            {
-                const std::lock_guard lock(d.mutex);
-                d.done = true;
-            }
-            timer.cancel();
-        }
-    } finish{*deadline, timer};
+    SocketWait socket(co_await net::this_coro::executor, conn,
+                      std::chrono::steady_clock::now() + limit);
     for (;;) {
-        boost::system::error_code ec;  // an error shows in answer_ready()
-        co_await socket.async_wait(net::posix::stream_descriptor::wait_read,
-                                   net::redirect_error(net::use_awaitable, ec));
-        {
-            const std::lock_guard lock(deadline->mutex);
-            if (deadline->expired) break;
-        }
+        const bool in_time = co_await socket.ready(SocketWait::read);
+        if (!in_time) break;
         if (conn.answer_ready()) co_return conn.answer();
     }
     conn.close();

@@ -5,8 +5,9 @@
 // that thread on the database: it borrows a connection (waiting at most http.statement_timeout_ms
 // for one), prepares the statement on that connection the first time it sees it, executes it with
 // bound text parameters and returns the rows, waiting for each answer on the connection's socket
-// in the event loop. Only opening a connection blocks (at most pg.connect_timeout_s, one request
-// at a time while the database is unreachable). Every statement runs under `statement_timeout`, so
+// in the event loop. Connections are opened there too, within pg.connect_timeout_s (only a host
+// name's lookup blocks; while the database is unreachable one request at a time tries to connect,
+// the others answer 503 at once). Every statement runs under `statement_timeout`, so
 // a slow query ends with SQLSTATE 57014 instead of hanging. Connections are opened lazily and
 // replaced when they break; a statement that failed because its connection was lost is retried once
 // on a new one (API statements are single, idempotent statements). A server that does not answer at
@@ -91,7 +92,7 @@ class ConnectionPool {
     boost::asio::awaitable<void> connect(Slot& slot);
     // The answer to what was sent on `conn`, waited for in the event loop, at most
     // statement_timeout_ms + kAnswerMargin; past that the connection is closed (DbTimeout).
-    boost::asio::awaitable<db::Result> answer(db::Connection& conn);
+    boost::asio::awaitable<db::Result> answer(db::Connection& conn) const;
     // `probe`: this was the one connect allowed while unreachable.
     void set_reachable(bool reachable, bool probe);
 
