@@ -567,15 +567,23 @@ TEST(Faults, LongReaderIdleInTransactionDefersPartitionDdlNotIngest) {
     ASSERT_TRUE(wait_until(std::chrono::seconds(60), [&] { return hourly() > 0; }))
         << IngestHarness::read_file(h.log_path());
     const auto created_s = seconds_between(created_wait, std::chrono::steady_clock::now());
-    const auto dropped = archive.archive("maintain", retention);
-    EXPECT_EQ(dropped.exit_code, 0) << dropped.output;
-    EXPECT_EQ(std::stoll(admin
-                             .query("SELECT count(*) FROM trackd.history_partitions() WHERE "
-                                    "partition_name = 'vehicle_telemetry_history_p20200101'")
-                             .at(0, 0)),
-              0)
-        << "retention did not drop the old partition once the reader was gone\n"
-        << dropped.output;
+    // Retention's DROP also gives way to a batch transaction longer than its lock timeout (a
+    // loaded machine): it is tried again at the next maintenance, as in production.
+    auto old_partitions = [&] {
+        return std::stoll(admin
+                              .query("SELECT count(*) FROM trackd.history_partitions() WHERE "
+                                     "partition_name = 'vehicle_telemetry_history_p20200101'")
+                              .at(0, 0));
+    };
+    std::string maintained;
+    for (int i = 0; i < 5 && old_partitions() > 0; ++i) {
+        const auto dropped = archive.archive("maintain", retention);
+        EXPECT_EQ(dropped.exit_code, 0) << dropped.output;
+        maintained += dropped.output;
+    }
+    EXPECT_EQ(old_partitions(), 0)
+        << "five maintenances did not drop the old partition once the reader was gone\n"
+        << maintained;
 
     ASSERT_EQ(fleet.wait(), 0) << IngestHarness::read_file(h.dir() + "/fleet.log");
     ASSERT_TRUE(wait_until(std::chrono::seconds(300), [&] {

@@ -718,6 +718,49 @@ TEST_F(HttpApi, HealthzAnswersWhileRequestsWaitOnAFrozenDatabase) {
     EXPECT_EQ(relay.accepted(), 2);
 }
 
+// A stop while requests wait on a frozen database: after its grace, the server drops them (the
+// one on the server and those waiting for the connection) and closes their connections; nothing
+// is left running on the stopped loops (ASan checks the teardown in CI).
+TEST_F(HttpApi, AStopWhileRequestsWaitOnAFrozenDatabaseEndsEveryOne) {
+    const auto [host, port] = pg_endpoint(db_.dsn());
+    TcpRelay relay(host, port);
+    server_.reset();
+    start([&](config::Config& c) {
+        c.pg.dsn = relay.through(db_.dsn());
+        c.pg.connect_timeout_s = 30;
+        c.http.statement_timeout_ms = 30000;
+        c.http.threads = 1;
+        c.http.pool_size = 1;
+    });
+    ASSERT_EQ(read_->get("/v1/vehicles/in-1").status, 200);
+
+    relay.freeze(true);
+    const HttpClient client(server_->port(), kReadToken);
+    std::vector<std::future<int>> api;
+    for (int i = 0; i < 3; ++i) {
+        api.push_back(std::async(std::launch::async, [client] {
+            try {
+                return client.get("/v1/vehicles/in-1").status;
+            } catch (const std::exception&) {
+                return 0;  // the connection closed without an answer
+            }
+        }));
+    }
+    for (int i = 0; i < 3000 && relay.holding() == 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ASSERT_EQ(relay.holding(), 1);
+    server_.reset();  // waits out its grace, then ends the loops
+    for (auto& a : api) {
+        ASSERT_EQ(a.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+        EXPECT_EQ(a.get(), 0) << "a request waiting on the frozen database was answered";
+    }
+
+    relay.freeze(false);
+    start([&](config::Config& c) { c.pg.dsn = relay.through(db_.dsn()); });
+    EXPECT_EQ(read_->get("/v1/vehicles/in-1").status, 200);
+}
+
 // Raw sockets: keep-alive, and connections that send nothing or too little are closed.
 class RawConnection {
   public:
