@@ -137,7 +137,8 @@ boost::asio::awaitable<Response> EventService::list(const Request& req, const ch
             id + "::int8)";
     }
     sql += " ORDER BY event_time, event_id LIMIT " + sql.bind(page.fetch_limit());
-    const auto r = co_await ctx_.pool.run(statement_for(sql.sql()), sql.params());
+    const auto st = statement_for(sql.sql());
+    const auto r = co_await ctx_.pool.run(st, sql.params());
     co_return page.respond(r, [&r](JsonWriter& w, int row) { write_event(w, r, row); });
 }
 

@@ -336,12 +336,12 @@ boost::asio::awaitable<Response> FeaturesService::items(const Request& req, cons
         order = std::string(" ORDER BY ") + key;
     }
     sql += order + " LIMIT " + sql.bind(page.fetch_limit());
-    const auto r = co_await ctx_.pool.run(
-        statement_for(sql.sql(), c.kind == Kind::geofences ? db::Format::text : db::Format::binary),
-        sql.params());
-    const auto count = co_await ctx_.pool.run(
-        statement_for(std::string("SELECT count(*) FROM ") + table + " WHERE true" + filters),
-        filter_params);
+    const auto format = c.kind == Kind::geofences ? db::Format::text : db::Format::binary;
+    const auto page_st = statement_for(sql.sql(), format);
+    const auto r = co_await ctx_.pool.run(page_st, sql.params());
+    const auto count_st =
+        statement_for(std::string("SELECT count(*) FROM ") + table + " WHERE true" + filters);
+    const auto count = co_await ctx_.pool.run(count_st, filter_params);
 
     page.set_number_matched(count.at(0, 0));
     page.set_time_stamp(format_rfc3339(std::chrono::duration_cast<std::chrono::seconds>(

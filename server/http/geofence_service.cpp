@@ -122,7 +122,8 @@ boost::asio::awaitable<Response> GeofenceService::list(const Request& req) {
         sql += " AND zone_name > " + sql.bind(*after);
     }
     sql += " ORDER BY zone_name" + page.limit_clause();
-    const auto r = co_await ctx_.pool.run(statement_for(sql.sql()), sql.params());
+    const auto st = statement_for(sql.sql());
+    const auto r = co_await ctx_.pool.run(st, sql.params());
     co_return page.respond(r, [&r](JsonWriter& w, int row) { write_geofence(w, r, row); });
 }
 
@@ -188,8 +189,8 @@ boost::asio::awaitable<Response> GeofenceService::vehicles(const Request& req,
                ") v JOIN trackd.geofence_zones z ON z.zone_name = " + zone +
                " ORDER BY v.vehicle_id";
     }
-    const auto r =
-        co_await ctx_.pool.run(statement_for(sql.sql(), db::Format::binary), sql.params());
+    const auto st = statement_for(sql.sql(), db::Format::binary);
+    const auto r = co_await ctx_.pool.run(st, sql.params());
     if (r.rows() == 0) {  // no vehicle, or no zone?
         const db::Params key{zone_name};
         const auto zone = co_await ctx_.pool.run(kZoneExists, key);

@@ -28,8 +28,8 @@ namespace {
 
 // How long stop() lets requests in progress finish before it ends the I/O threads.
 constexpr std::chrono::seconds kStopGrace{5};
-// metrics.listen's own threads: /healthz there answers whatever the API's threads do, and while
-// a scrape's readiness check opens a connection (which blocks its thread) the other answers.
+// metrics.listen's own threads: /healthz there answers whatever the API's loops are busy with
+// (answers of 18 kB, a burst of clients), and either thread can serve while the other works.
 constexpr int kMetricsThreads = 2;
 // After a failed accept (e.g. out of file descriptors) before trying again: without a pause the
 // acceptor would fail at once, again and again, spinning a core and flooding the log.

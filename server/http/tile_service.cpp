@@ -204,7 +204,8 @@ boost::asio::awaitable<Response> TileService::tile(const Request& req,
         Statement{"tile_positions", tile_sql(collections()[1])},
         Statement{"tile_geofences", tile_sql(collections()[2])},
     };
-    const auto r = co_await ctx_.pool.run(kStatements.at(static_cast<std::size_t>(c.kind)), params);
+    const auto& st = kStatements.at(static_cast<std::size_t>(c.kind));
+    const auto r = co_await ctx_.pool.run(st, params);
     // bytea in text form: "\x" and two hex digits a byte.
     const std::string hex = r.get(0, 0).value_or("\\x");
     if (hex.size() < 2 || hex.compare(0, 2, "\\x") != 0) {

@@ -119,8 +119,8 @@ boost::asio::awaitable<Response> VehicleService::list(const Request& req) {
     // Ordered by the primary key, so that following `next` links returns every vehicle exactly
     // once.
     sql += " ORDER BY vehicle_id" + page.limit_clause();
-    const auto r =
-        co_await ctx_.pool.run(statement_for(sql.sql(), db::Format::binary), sql.params());
+    const auto st = statement_for(sql.sql(), db::Format::binary);
+    const auto r = co_await ctx_.pool.run(st, sql.params());
     co_return page.respond(r, [&r](JsonWriter& w, int row) { write_vehicle(w, r, row); });
 }
 
