@@ -64,7 +64,24 @@ std::string file_text(const std::string& path) {
     return r.output;
 }
 
-class HttpApi : public HttpFixture {};
+class HttpApi : public HttpFixture {
+  protected:
+    // The server again, reaching PostgreSQL through `relay`, with one I/O thread, `pool_size`
+    // connections and limits of 30 s, so that requests on a frozen database keep waiting; then
+    // one request, which opens the pool's first connection.
+    void start_waiting_on(const TcpRelay& relay, int pool_size, bool metrics_listen) {
+        server_.reset();
+        start([&](config::Config& c) {
+            c.pg.dsn = relay.through(db_.dsn());
+            c.pg.connect_timeout_s = 30;
+            c.http.statement_timeout_ms = 30000;
+            c.http.threads = 1;
+            c.http.pool_size = pool_size;
+            if (metrics_listen) c.metrics.listen = "127.0.0.1:0";
+        });
+        ASSERT_EQ(read_->get("/v1/vehicles/in-1").status, 200);
+    }
+};
 
 TEST_F(HttpApi, VehicleById) {
     const auto r = read_->get("/v1/vehicles/in-1");
@@ -679,16 +696,8 @@ TEST_F(HttpApi, AFrozenDatabaseIsAnswered503AndNoRequestWaitsForIt) {
 TEST_F(HttpApi, HealthzAnswersWhileRequestsWaitOnAFrozenDatabase) {
     const auto [host, port] = pg_endpoint(db_.dsn());
     TcpRelay relay(host, port);
-    server_.reset();
-    start([&](config::Config& c) {
-        c.pg.dsn = relay.through(db_.dsn());
-        c.pg.connect_timeout_s = 30;
-        c.http.statement_timeout_ms = 30000;
-        c.http.threads = 1;
-        c.http.pool_size = 2;
-        c.metrics.listen = "127.0.0.1:0";
-    });
-    ASSERT_EQ(read_->get("/v1/vehicles/in-1").status, 200);  // the pool's first connection
+    start_waiting_on(relay, 2, true);
+    if (HasFatalFailure()) return;
 
     relay.freeze(true);
     // One waits on the open connection, one opens the second, two wait for a connection.
@@ -724,15 +733,8 @@ TEST_F(HttpApi, HealthzAnswersWhileRequestsWaitOnAFrozenDatabase) {
 TEST_F(HttpApi, AStopWhileRequestsWaitOnAFrozenDatabaseEndsEveryOne) {
     const auto [host, port] = pg_endpoint(db_.dsn());
     TcpRelay relay(host, port);
-    server_.reset();
-    start([&](config::Config& c) {
-        c.pg.dsn = relay.through(db_.dsn());
-        c.pg.connect_timeout_s = 30;
-        c.http.statement_timeout_ms = 30000;
-        c.http.threads = 1;
-        c.http.pool_size = 1;
-    });
-    ASSERT_EQ(read_->get("/v1/vehicles/in-1").status, 200);
+    start_waiting_on(relay, 1, false);
+    if (HasFatalFailure()) return;
 
     relay.freeze(true);
     const HttpClient client(server_->port(), kReadToken);
