@@ -351,10 +351,7 @@ TEST(Delivery, AStopWhileThePostgresqlServerIsFrozenEndsAtItsBound) {
     }
     for (auto& entry : load_manifest(h.manifest_path())) manifest.insert(entry);
     ASSERT_EQ(manifest.size(), 700U);
-    for (int i = 0; i < 3000 && relay.holding() == 0; ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    ASSERT_GT(relay.holding(), 0) << "no statement reached the frozen server";
+    ASSERT_GT(relay.wait_holding(1), 0) << "no statement reached the frozen server";
     a->kill(SIGTERM);
     const bool ended = a->wait_for(std::chrono::seconds(60));
     relay.freeze(false);

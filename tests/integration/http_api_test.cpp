@@ -708,10 +708,7 @@ TEST_F(HttpApi, HealthzAnswersWhileRequestsWaitOnAFrozenDatabase) {
     }
     // Held back by the freeze: the statement on the open connection and the new connection's
     // startup packet.
-    for (int i = 0; i < 3000 && relay.holding() < 2; ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    ASSERT_EQ(relay.holding(), 2);
+    ASSERT_EQ(relay.wait_holding(2), 2);
     ASSERT_EQ(relay.accepted(), 2);
     const auto healthz = read_->get("/healthz");
     EXPECT_EQ(healthz.status, 200) << healthz.body;
@@ -748,10 +745,7 @@ TEST_F(HttpApi, AStopWhileRequestsWaitOnAFrozenDatabaseEndsEveryOne) {
             }
         }));
     }
-    for (int i = 0; i < 3000 && relay.holding() == 0; ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    ASSERT_EQ(relay.holding(), 1);
+    ASSERT_EQ(relay.wait_holding(1), 1);
     server_.reset();  // waits out its grace, then ends the loops
     for (auto& a : api) {
         ASSERT_EQ(a.wait_for(std::chrono::seconds(60)), std::future_status::ready);

@@ -65,6 +65,13 @@ class TcpRelay {
     void freeze(bool on) { frozen_ = on; }
     // Connections whose client has sent bytes the freeze holds back: a request in flight.
     [[nodiscard]] int holding() const { return holding_.load(); }
+    // Waits until holding() reaches `n` (at most a minute, so that a failure ends); returns it.
+    int wait_holding(int n) const {
+        for (int i = 0; i < 3000 && holding() < n; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        return holding();
+    }
     [[nodiscard]] int refused() const { return refused_.load(); }
     // Connections accepted and relayed (not refused) so far.
     [[nodiscard]] int accepted() const { return accepted_.load(); }
