@@ -8,6 +8,7 @@
 // warehouse on a real S3 server (ArchiveS3.*, moto, scripts/s3.sh), and REST with S3
 // (ArchiveRestS3.*). Object-storage maintenance (orphans, expiry) is ArchiveS3.* too.
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -1187,6 +1188,78 @@ TEST(Archive, LostCatalogCommitRepliesLoseNothing) {
     EXPECT_NE(once.output.find("archived 25 rows in 1 commits"), std::string::npos) << once.output;
     expect_consistent("3", true);
     expect_avro_ok(a.check("avro"));
+}
+
+// A stop while the catalog's PostgreSQL is frozen (a relay that relays nothing: connections stay
+// open, no keepalive ends the wait) and the archiver's catalog COMMIT is in flight: the loop
+// cannot see the stop, so `trackd archive` exits at its stop bound (5 s here) with status 1 and
+// says why. The held COMMIT then reaches the server after the process is gone (the relay thaws:
+// applied, its answer lost with the process) or never does (the relay cuts the connection: not
+// applied). Either way the next archiver learns the outcome from the catalog: each batch is in
+// the table once, one snapshot per batch.
+TEST(Archive, AStopWhileThePostgresqlServerIsFrozenEndsAtItsBound) {
+    TestDatabase db("archfrozen", Schema::migrated);
+    ArchiveFixture a(db.dsn(), "archfrozen");
+    const auto [host, port] = pg_endpoint(db.dsn());
+    db::Connection conn(db.dsn(), "test writer");
+    insert_small_batch(conn, 1);
+    const auto first = a.archive("--once");  // creates the table; its first snapshot
+    ASSERT_EQ(first.exit_code, 0) << first.output;
+
+    int batch = 1;
+    for (const bool applied : {true, false}) {
+        SCOPED_TRACE(applied ? "the held COMMIT reaches the server" : "the held COMMIT is lost");
+        insert_small_batch(conn, ++batch);
+        TcpRelay relay(host, port);
+        const std::string base = ::testing::TempDir() + "archfrozen-" + std::to_string(getpid()) +
+                                 "-" + std::to_string(batch);
+        const std::string log = base + ".log";
+        const std::string release = base + ".release";
+        fs::remove(log);
+        fs::remove(release);
+        auto archiver = a.start_archiver(
+            log, {{"TRACKD_PG_DSN", relay.through(db.dsn())},
+                  {"TRACKD_ARCHIVE_MAINTENANCE_INTERVAL_S", "0"},
+                  {"TRACKD_TEST_ARCHIVE_PAUSE_AT", "catalog-transaction@" + release},
+                  {"TRACKD_TEST_STOP_BOUND_S", "5"}});
+        ASSERT_TRUE(
+            wait_for_log(log, "archive paused at catalog-transaction", std::chrono::seconds(120)))
+            << IngestHarness::read_file(log);
+        relay.freeze(true);
+        std::ofstream(release).close();
+        ASSERT_GT(relay.wait_holding(1), 0) << "the COMMIT did not reach the frozen relay\n"
+                                            << IngestHarness::read_file(log);
+        archiver->kill(SIGTERM);
+        const bool ended = archiver->wait_for(std::chrono::seconds(60));
+        if (applied) {
+            relay.freeze(false);
+        } else {
+            relay.cut(true);
+        }
+        ASSERT_TRUE(ended) << "trackd archive waited for the frozen server\n"
+                           << IngestHarness::read_file(log);
+        EXPECT_EQ(archiver->exit_code(), 1) << IngestHarness::read_file(log);
+        EXPECT_NE(IngestHarness::read_file(log).find("stop did not finish in time"),
+                  std::string::npos)
+            << IngestHarness::read_file(log);
+        // The archiver's sessions end once the server sees their connections close.
+        ASSERT_TRUE(wait_for_value(db.dsn(),
+                                   "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                                   "current_database() AND application_name LIKE 'trackd archive%'",
+                                   0, std::chrono::seconds(30)));
+        EXPECT_EQ(query_int(db.dsn(), kAllArchived), applied ? 0 : 1);
+
+        const auto once = a.archive("--once");
+        ASSERT_EQ(once.exit_code, 0) << once.output;
+        EXPECT_NE(once.output.find(applied ? "archived 0 rows in 0 commits"
+                                           : "archived 7 rows in 1 commits"),
+                  std::string::npos)
+            << once.output;
+        EXPECT_EQ(query_int(db.dsn(), kAllArchived), 0);
+        EXPECT_EQ(a.check("files").at("snapshots"), std::to_string(batch))
+            << "one snapshot per batch";
+        expect_exact(a.check("compare"));
+    }
 }
 
 void insert_rows(db::Connection& c, int batch, int rows) {
