@@ -89,28 +89,7 @@ Connection::Connection(const std::string& dsn, const std::string& application_na
                        int connect_timeout_s) {
     connect({{"dbname", dsn},
              {"application_name", application_name},
-             {"connect_timeout", std::to_string(connect_timeout_s)}},
-            true);
-}
-
-Connection::Connection(const std::string& dsn, const std::string& application_name, Started) {
-    connect({{"dbname", dsn}, {"application_name", application_name}}, false);
-}
-
-Connection::Wait Connection::connect_step() {
-    switch (PQconnectPoll(conn_)) {
-        case PGRES_POLLING_READING:
-            return Wait::read;
-        case PGRES_POLLING_WRITING:
-            return Wait::write;
-        case PGRES_POLLING_OK:
-            return Wait::done;
-        default: {
-            const std::string message = trim(PQerrorMessage(conn_));
-            close();
-            throw DbError("cannot connect to PostgreSQL: " + message, "");
-        }
-    }
+             {"connect_timeout", std::to_string(connect_timeout_s)}});
 }
 
 Connection::Connection(const config::PgConfig& pg, const std::string& application_name) {
@@ -122,8 +101,7 @@ Connection::Connection(const config::PgConfig& pg, const std::string& applicatio
              {"keepalives_count", std::to_string(pg.keepalives_count)},
              {"dbname", pg.dsn},
              {"application_name", application_name},
-             {"connect_timeout", std::to_string(pg.connect_timeout_s)}},
-            true);
+             {"connect_timeout", std::to_string(pg.connect_timeout_s)}});
     // Server side: SET rather than the startup `options`, which connection poolers refuse.
     const int user_timeout_ms =
         (pg.keepalives_idle_s + pg.keepalives_interval_s * pg.keepalives_count) * 1000;
@@ -135,8 +113,7 @@ Connection::Connection(const config::PgConfig& pg, const std::string& applicatio
                     pg.keepalives_interval_s, pg.keepalives_count, user_timeout_ms));
 }
 
-void Connection::connect(const std::vector<std::pair<std::string, std::string>>& params,
-                         bool wait) {
+void Connection::connect(const std::vector<std::pair<std::string, std::string>>& params) {
     std::vector<const char*> keys;
     std::vector<const char*> values;
     for (const auto& [k, v] : params) {
@@ -146,10 +123,8 @@ void Connection::connect(const std::vector<std::pair<std::string, std::string>>&
     keys.push_back(nullptr);
     values.push_back(nullptr);
     // expand_dbname=1: `dbname` may be a full connection string or URI.
-    conn_ = wait ? PQconnectdbParams(keys.data(), values.data(), 1)
-                 : PQconnectStartParams(keys.data(), values.data(), 1);
-    if (conn_ == nullptr || PQstatus(conn_) == CONNECTION_BAD ||
-        (wait && PQstatus(conn_) != CONNECTION_OK)) {
+    conn_ = PQconnectdbParams(keys.data(), values.data(), 1);
+    if (conn_ == nullptr || PQstatus(conn_) != CONNECTION_OK) {
         std::string message = conn_ != nullptr ? trim(PQerrorMessage(conn_)) : "out of memory";
         if (conn_ != nullptr) PQfinish(conn_);
         conn_ = nullptr;

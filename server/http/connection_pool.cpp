@@ -5,6 +5,7 @@
 #include <chrono>
 #include <functional>
 #include <system_error>
+#include <thread>
 
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
@@ -14,7 +15,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <fmt/format.h>
-#include <sys/socket.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "trackd/core/log.hpp"
@@ -27,33 +28,23 @@ namespace net = boost::asio;
 
 namespace {
 
-// Waits in the event loop until a libpq connection's socket is ready, at most until a deadline.
-// It watches a copy of the socket, owned by its descriptor: libpq may close its own (a broken
-// connection) while the copy is still registered in the event loop. At the deadline the socket is
-// shut down, which ends the wait from whichever thread runs the timer without touching the
-// descriptor object; `done` keeps a late expiry off the socket once the wait is over.
+// Waits in the event loop until a descriptor is ready (a libpq connection's socket, or an
+// Opening's eventfd), at most until a deadline. It watches a copy of the descriptor, owned by it:
+// libpq may close its own (a broken connection) while the copy is still registered in the event
+// loop. The deadline's timer and the wait run on the same single-threaded loop (the request's),
+// so the timer may cancel the wait directly; `done` keeps a late expiry off a finished wait.
 class SocketWait {
   public:
     static constexpr auto read = net::posix::stream_descriptor::wait_read;
-    static constexpr auto write = net::posix::stream_descriptor::wait_write;
 
     SocketWait(const net::any_io_executor& ex, db::Connection& conn,
                std::chrono::steady_clock::time_point deadline)
-        : socket_(ex, copy_of(conn)), timer_(ex, deadline), state_(std::make_shared<State>()) {
-        timer_.async_wait(
-            [state = state_, fd = socket_.native_handle()](boost::system::error_code ec) {
-                if (ec) return;
-                const std::lock_guard lock(state->mutex);
-                if (state->done) return;
-                state->expired = true;
-                ::shutdown(fd, SHUT_RDWR);
-            });
-    }
+        : SocketWait(ex, copy_of(conn), deadline, Adopt{}) {}
+    SocketWait(const net::any_io_executor& ex, int fd,
+               std::chrono::steady_clock::time_point deadline)
+        : SocketWait(ex, copy_of(fd), deadline, Adopt{}) {}
     ~SocketWait() {
-        {
-            const std::lock_guard lock(state_->mutex);
-            state_->done = true;
-        }
+        state_->done = true;
         timer_.cancel();
     }
     SocketWait(const SocketWait&) = delete;
@@ -61,34 +52,69 @@ class SocketWait {
     SocketWait(SocketWait&&) = delete;
     SocketWait& operator=(SocketWait&&) = delete;
 
-    // True once the socket is ready for `what` (or failed: libpq reports that), false if the
+    // True once the descriptor is ready for `what` (or failed: libpq reports that), false if the
     // deadline passed first.
     net::awaitable<bool> ready(net::posix::stream_descriptor::wait_type what) {
         boost::system::error_code ec;  // an error shows in what libpq reads next
         co_await socket_.async_wait(what, net::redirect_error(net::use_awaitable, ec));
-        const std::lock_guard lock(state_->mutex);
         co_return !state_->expired;
     }
 
   private:
+    struct Adopt {};
     struct State {
-        std::mutex mutex;
         bool done = false;
         bool expired = false;
     };
-    static int copy_of(db::Connection& conn) {
-        const int fd = ::dup(conn.socket());
-        if (fd < 0) {
-            const std::string error = std::system_category().message(errno);
-            conn.close();
-            throw db::DbError("cannot watch the connection's socket: " + error, "08000");
+    SocketWait(const net::any_io_executor& ex, int copy,
+               std::chrono::steady_clock::time_point deadline, Adopt)
+        : socket_(ex, copy), timer_(ex, deadline), state_(std::make_shared<State>()) {
+        timer_.async_wait([this, state = state_](boost::system::error_code ec) {
+            if (ec || state->done) return;
+            state->expired = true;
+            boost::system::error_code ignored;
+            socket_.cancel(ignored);
+        });
+    }
+    static int copy_of(int fd) {
+        const int copy = ::dup(fd);
+        if (copy < 0) {
+            throw db::DbError("cannot watch a descriptor: " + std::system_category().message(errno),
+                              "08000");
         }
-        return fd;
+        return copy;
+    }
+    static int copy_of(db::Connection& conn) {
+        try {
+            return copy_of(conn.socket());
+        } catch (const db::DbError&) {
+            conn.close();
+            throw;
+        }
     }
 
     net::posix::stream_descriptor socket_;
     net::steady_timer timer_;
     std::shared_ptr<State> state_;
+};
+
+// A connection being opened on a thread of its own. Shared by that thread and the request
+// waiting for it, so that a request that stops waiting leaves the thread an object to finish
+// with: the connection it opens late is closed when the thread lets go of it.
+struct Opening {
+    Opening() : done(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+    ~Opening() {
+        if (done >= 0) ::close(done);
+    }
+    Opening(const Opening&) = delete;
+    Opening& operator=(const Opening&) = delete;
+    Opening(Opening&&) = delete;
+    Opening& operator=(Opening&&) = delete;
+
+    const int done;  // an eventfd, readable once the thread has finished
+    std::mutex mutex;
+    std::unique_ptr<db::Connection> conn;  // guarded by mutex
+    std::exception_ptr error;              // guarded by mutex
 };
 
 }  // namespace
@@ -236,27 +262,7 @@ net::awaitable<void> ConnectionPool::connect(Slot& slot) {
         }
     }
     try {
-        // Opened in the event loop too, within pg.connect_timeout_s in all.
-        auto conn = std::make_unique<db::Connection>(settings_.dsn, "trackd http",
-                                                     db::Connection::Started{});
-        const auto deadline =
-            std::chrono::steady_clock::now() + std::chrono::seconds(settings_.connect_timeout_s);
-        const auto ex = co_await net::this_coro::executor;
-        for (auto step = db::Connection::Wait::write; step != db::Connection::Wait::done;) {
-            // libpq may change sockets between steps (another address of the host).
-            SocketWait socket(ex, *conn, deadline);
-            const auto what =
-                step == db::Connection::Wait::read ? SocketWait::read : SocketWait::write;
-            const bool in_time = co_await socket.ready(what);
-            if (!in_time) {
-                conn->close();
-                throw db::DbError(fmt::format("cannot connect to PostgreSQL: no answer within "
-                                              "pg.connect_timeout_s ({} s)",
-                                              settings_.connect_timeout_s),
-                                  "");
-            }
-            step = conn->connect_step();
-        }
+        auto conn = co_await open();
         // The API only reads (and writes geofences): a statement running longer than this is a
         // query the caller should narrow, not one to wait for.
         conn->send_script(fmt::format("SET statement_timeout = {}; SET TIME ZONE 'UTC'",
@@ -270,6 +276,62 @@ net::awaitable<void> ConnectionPool::connect(Slot& slot) {
         unreachable_log_.occurred({{"error", e.what()}});
         throw ProblemError(ProblemKind::unavailable, "the database is unreachable; retry later");
     }
+}
+
+// libpq cannot look a host name up without blocking (PQconnectStartParams does it on the
+// caller's thread), so the connection is opened by libpq's blocking connect on a thread of its
+// own, and the request waits for that thread's eventfd in the event loop.
+net::awaitable<std::unique_ptr<db::Connection>> ConnectionPool::open() const {
+    auto opening = std::make_shared<Opening>();
+    if (opening->done < 0) {
+        throw db::DbError(
+            "cannot connect to PostgreSQL: no eventfd: " + std::system_category().message(errno),
+            "");
+    }
+    auto connect = [opening, dsn = settings_.dsn, timeout_s = settings_.connect_timeout_s] {
+        std::unique_ptr<db::Connection> conn;
+        std::exception_ptr error;
+        try {
+            conn = std::make_unique<db::Connection>(dsn, "trackd http", timeout_s);
+        } catch (...) {
+            error = std::current_exception();
+        }
+        {
+            const std::lock_guard lock(opening->mutex);
+            opening->conn = std::move(conn);
+            opening->error = error;
+        }
+        const std::uint64_t one = 1;
+        (void)!::write(opening->done, &one, sizeof one);
+    };
+    try {
+        std::thread(std::move(connect)).detach();
+    } catch (const std::system_error& e) {
+        throw db::DbError(std::string("cannot connect to PostgreSQL: no thread: ") + e.what(), "");
+    }
+
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(settings_.connect_timeout_s);
+    const auto ex = co_await net::this_coro::executor;
+    SocketWait finished(ex, opening->done, deadline);
+    (void)co_await finished.ready(SocketWait::read);
+    std::unique_ptr<db::Connection> conn;
+    std::exception_ptr error;
+    {
+        const std::lock_guard lock(opening->mutex);
+        conn = std::move(opening->conn);
+        error = opening->error;
+    }
+    if (error) std::rethrow_exception(error);
+    if (!conn) {
+        // Still connecting (a host name's lookup that does not end, a frozen server): the thread
+        // finishes alone, within libpq's connect_timeout once past the lookup.
+        throw db::DbError(fmt::format("cannot connect to PostgreSQL: no answer within "
+                                      "pg.connect_timeout_s ({} s)",
+                                      settings_.connect_timeout_s),
+                          "");
+    }
+    co_return conn;
 }
 
 void ConnectionPool::set_reachable(bool reachable, bool probe) {

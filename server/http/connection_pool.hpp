@@ -5,9 +5,10 @@
 // that thread on the database: it borrows a connection (waiting at most http.statement_timeout_ms
 // for one), prepares the statement on that connection the first time it sees it, executes it with
 // bound text parameters and returns the rows, waiting for each answer on the connection's socket
-// in the event loop. Connections are opened there too, within pg.connect_timeout_s (only a host
-// name's lookup blocks; while the database is unreachable one request at a time tries to connect,
-// the others answer 503 at once). Every statement runs under `statement_timeout`, so
+// in the event loop. A connection is opened by libpq's blocking connect on a thread of its own
+// (libpq looks host names up only by blocking), the request waiting for it in the event loop at
+// most pg.connect_timeout_s; while the database is unreachable one request at a time tries to
+// connect, the others answer 503 at once. Every statement runs under `statement_timeout`, so
 // a slow query ends with SQLSTATE 57014 instead of hanging. Connections are opened lazily and
 // replaced when they break; a statement that failed because its connection was lost is retried once
 // on a new one (API statements are single, idempotent statements). A server that does not answer at
@@ -90,6 +91,8 @@ class ConnectionPool {
     boost::asio::awaitable<db::Result> execute(Slot& slot, const Statement& statement,
                                                const db::Params& params);
     boost::asio::awaitable<void> connect(Slot& slot);
+    // A new connection, opened within pg.connect_timeout_s (DbError otherwise).
+    boost::asio::awaitable<std::unique_ptr<db::Connection>> open() const;
     // The answer to what was sent on `conn`, waited for in the event loop, at most
     // statement_timeout_ms + kAnswerMargin; past that the connection is closed (DbTimeout).
     boost::asio::awaitable<db::Result> answer(db::Connection& conn) const;

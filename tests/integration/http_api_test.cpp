@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "support/child_process.hpp"
+#include "support/held_lookup.hpp"
 #include "support/http_fixture.hpp"
 #include "support/process.hpp"
 #include "support/services.hpp"
@@ -722,6 +723,35 @@ TEST_F(HttpApi, HealthzAnswersWhileRequestsWaitOnAFrozenDatabase) {
     relay.freeze(false);
     for (auto& a : api) EXPECT_EQ(a.get().status, 200);
     EXPECT_EQ(relay.accepted(), 2);
+}
+
+// Opening a connection does not hold the event loop either, not even the lookup of a host name,
+// which libpq does only by blocking: with one I/O thread and a lookup that does not end
+// (support/held_lookup.hpp, as behind a DNS server that does not answer), /healthz answers while
+// the request that opens the pool's connection waits for it; once the lookup answers, so does the
+// request. Before, libpq looked the name up on the I/O thread and /healthz waited with it.
+TEST_F(HttpApi, HealthzAnswersWhileAHostNameLookupHangs) {
+    const auto [host, port] = pg_endpoint(db_.dsn());
+    server_.reset();
+    start([&](config::Config& c) {
+        c.pg.dsn = pg_dsn_at(db_.dsn(), port, "db.held.test");
+        c.pg.connect_timeout_s = 30;
+        c.http.threads = 1;
+    });
+    HeldLookup lookup("db.held.test");
+    auto api = std::async(std::launch::async, [this] { return read_->get("/v1/vehicles/in-1"); });
+    ASSERT_EQ(lookup.wait_held(1, std::chrono::seconds(60)), 1) << "the name was not looked up";
+    // Half the hold's own limit: past it, /healthz waited for the lookup.
+    auto healthz = std::async(std::launch::async, [this] { return read_->get("/healthz"); });
+    EXPECT_EQ(healthz.wait_for(std::chrono::seconds(30)), std::future_status::ready)
+        << "/healthz waited for the lookup";
+    EXPECT_EQ(api.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout)
+        << "the request was answered while its lookup was held: the test shows nothing";
+
+    lookup.release();
+    EXPECT_EQ(healthz.get().status, 200);
+    const auto r = api.get();
+    EXPECT_EQ(r.status, 200) << r.body;
 }
 
 // A stop while requests wait on a frozen database: after its grace, the server drops them (the

@@ -31,10 +31,11 @@ inline std::pair<std::string, unsigned short> pg_endpoint(const std::string& dsn
             static_cast<unsigned short>(std::stoi(hostport.substr(colon + 1)))};
 }
 
-// `dsn` with its host:port replaced by 127.0.0.1:`port` (a proxy in front of the server).
-inline std::string pg_dsn_at(const std::string& dsn, unsigned short port) {
+// `dsn` with its host:port replaced by `host`:`port` (a proxy in front of the server).
+inline std::string pg_dsn_at(const std::string& dsn, unsigned short port,
+                             const std::string& host = "127.0.0.1") {
     const auto [start, end] = pg_hostport_span(dsn);
-    return dsn.substr(0, start) + "127.0.0.1:" + std::to_string(port) + dsn.substr(end);
+    return dsn.substr(0, start) + host + ":" + std::to_string(port) + dsn.substr(end);
 }
 
 }  // namespace trackd::test

@@ -88,14 +88,6 @@ class Connection {
     // (lock_timeout, idle_in_transaction_session_timeout, TCP keepalives on both ends and the
     // server's tcp_user_timeout), so that no wait on a dead or frozen peer is unbounded.
     Connection(const config::PgConfig& pg, const std::string& application_name);
-    // Starts connecting and returns at once (libpq's PQconnectStartParams), for a caller that
-    // waits on socket() in its own event loop: it waits for what connect_step() asked (`write`
-    // at first) and calls it again, until it says `done`. The caller bounds the whole wait
-    // (pg.connect_timeout_s applies to the blocking constructors only). Throws DbError.
-    struct Started {};
-    Connection(const std::string& dsn, const std::string& application_name, Started);
-    enum class Wait { read, write, done };
-    Wait connect_step();
     ~Connection();
     Connection(const Connection&) = delete;
     Connection& operator=(const Connection&) = delete;
@@ -138,8 +130,7 @@ class Connection {
     void close();
 
   private:
-    // `wait`: until connected (or failed); else only started (see Started).
-    void connect(const std::vector<std::pair<std::string, std::string>>& params, bool wait);
+    void connect(const std::vector<std::pair<std::string, std::string>>& params);
 
     pg_conn* conn_ = nullptr;
     pg_result* answer_ = nullptr;  // what send_*() started, as far as it has arrived
