@@ -201,6 +201,16 @@ void Connection::send_prepared(const std::string& name, const Params& params, Fo
     }
 }
 
+void Connection::set_nonblocking() {
+    if (PQsetnonblocking(conn_, 1) != 0) throw_result_error(conn_, nullptr);
+}
+
+bool Connection::flush() {
+    const int r = PQflush(conn_);
+    if (r < 0) throw_result_error(conn_, nullptr);
+    return r == 0;
+}
+
 int Connection::socket() const { return conn_ != nullptr ? PQsocket(conn_) : -1; }
 
 bool Connection::answer_ready() {

@@ -36,6 +36,7 @@ namespace {
 class SocketWait {
   public:
     static constexpr auto read = net::posix::stream_descriptor::wait_read;
+    static constexpr auto write = net::posix::stream_descriptor::wait_write;
 
     SocketWait(const net::any_io_executor& ex, db::Connection& conn,
                std::chrono::steady_clock::time_point deadline)
@@ -263,6 +264,9 @@ net::awaitable<void> ConnectionPool::connect(Slot& slot) {
     }
     try {
         auto conn = co_await open();
+        // A statement larger than the socket takes at once (a geofence of many vertices) is
+        // sent from the event loop too, as the socket takes it (answer()).
+        conn->set_nonblocking();
         // The API only reads (and writes geofences): a statement running longer than this is a
         // query the caller should narrow, not one to wait for.
         conn->send_script(fmt::format("SET statement_timeout = {}; SET TIME ZONE 'UTC'",
@@ -341,14 +345,20 @@ void ConnectionPool::set_reachable(bool reachable, bool probe) {
 }
 
 net::awaitable<db::Result> ConnectionPool::answer(db::Connection& conn) const {
-    if (conn.answer_ready()) co_return conn.answer();
+    const bool sent = conn.flush();
+    if (sent && conn.answer_ready()) co_return conn.answer();
     const auto limit = std::chrono::milliseconds(settings_.statement_timeout_ms) + kAnswerMargin;
     SocketWait socket(co_await net::this_coro::executor, conn,
                       std::chrono::steady_clock::now() + limit);
-    for (;;) {
-        const bool in_time = co_await socket.ready(SocketWait::read);
-        if (!in_time) break;
-        if (conn.answer_ready()) co_return conn.answer();
+    // The rest of the statement first, as the server reads it, within the same limit.
+    bool in_time = true;
+    for (bool all_sent = sent; in_time && !all_sent;) {
+        in_time = co_await socket.ready(SocketWait::write);
+        all_sent = conn.flush();
+    }
+    while (in_time) {
+        in_time = co_await socket.ready(SocketWait::read);
+        if (in_time && conn.answer_ready()) co_return conn.answer();
     }
     conn.close();
     throw db::DbTimeout(fmt::format(

@@ -4,18 +4,19 @@
 // Contract: run() is a coroutine on the caller's executor (an HTTP I/O thread) that never blocks
 // that thread on the database: it borrows a connection (waiting at most http.statement_timeout_ms
 // for one), prepares the statement on that connection the first time it sees it, executes it with
-// bound text parameters and returns the rows, waiting for each answer on the connection's socket
-// in the event loop. A connection is opened by libpq's blocking connect on a thread of its own
-// (libpq looks host names up only by blocking), the request waiting for it in the event loop at
-// most pg.connect_timeout_s; while the database is unreachable one request at a time tries to
-// connect, the others answer 503 at once. Every statement runs under `statement_timeout`, so
-// a slow query ends with SQLSTATE 57014 instead of hanging. Connections are opened lazily and
-// replaced when they break; a statement that failed because its connection was lost is retried once
-// on a new one (API statements are single, idempotent statements). A server that does not answer at
-// all (frozen, or cut off the network) is given statement_timeout_ms + kAnswerMargin, then the
-// connection is closed. Failures that the caller cannot fix (timeout, database unreachable or
-// not answering, pool exhausted) throw ProblemError 503; other database errors throw
-// db::DbError. Thread-safe: requests on any of the I/O threads share it.
+// bound text parameters and returns the rows, sending each statement (nonblocking libpq) and
+// waiting for its answer on the connection's socket in the event loop. A connection is opened by
+// libpq's blocking connect on a thread of its own (libpq looks host names up only by blocking), the
+// request waiting for it in the event loop at most pg.connect_timeout_s; while the database is
+// unreachable one request at a time tries to connect, the others answer 503 at once. Every
+// statement runs under `statement_timeout`, so a slow query ends with SQLSTATE 57014 instead of
+// hanging. Connections are opened lazily and replaced when they break; a statement that failed
+// because its connection was lost is retried once on a new one (API statements are single,
+// idempotent statements). A server that does not answer at all (frozen, or cut off the network) is
+// given statement_timeout_ms + kAnswerMargin, then the connection is closed. Failures that the
+// caller cannot fix (timeout, database unreachable or not answering, pool exhausted) throw
+// ProblemError 503; other database errors throw db::DbError. Thread-safe: requests on any of the
+// I/O threads share it.
 #pragma once
 
 #include <chrono>

@@ -70,9 +70,11 @@ class HttpApi : public HttpFixture {
     // The server again, reaching PostgreSQL through `relay`, with one I/O thread, `pool_size`
     // connections and limits of 30 s, so that requests on a frozen database keep waiting; then
     // one request, which opens the pool's first connection.
-    void start_waiting_on(const TcpRelay& relay, int pool_size, bool metrics_listen) {
+    void start_waiting_on(const TcpRelay& relay, int pool_size, bool metrics_listen,
+                          const std::function<void(config::Config&)>& adjust = {}) {
         server_.reset();
         start([&](config::Config& c) {
+            if (adjust) adjust(c);
             c.pg.dsn = relay.through(db_.dsn());
             c.pg.connect_timeout_s = 30;
             c.http.statement_timeout_ms = 30000;
@@ -752,6 +754,61 @@ TEST_F(HttpApi, HealthzAnswersWhileAHostNameLookupHangs) {
     EXPECT_EQ(healthz.get().status, 200);
     const auto r = api.get();
     EXPECT_EQ(r.status, 200) << r.body;
+}
+
+// A statement larger than the sockets' buffers, on a frozen database: a geofence of 40,000
+// vertices (a body of about 1 MB, its statement about 1.3 MB of hexadecimal EWKB) cannot be sent
+// in full while nothing reads it. The rest waits in the event loop, as the answer does: /healthz
+// answers meanwhile, and the PUT is stored once the database thaws.
+TEST_F(HttpApi, HealthzAnswersWhileALargeStatementWaitsOnAFrozenDatabase) {
+    const auto [host, port] = pg_endpoint(db_.dsn());
+    TcpRelay relay(host, port, 16384);
+    start_waiting_on(relay, 1, false,
+                     [](config::Config& c) { c.http.max_body_bytes = 16 * 1048576; });
+    if (HasFatalFailure()) return;
+
+    constexpr int kVertices = 320000;
+    std::string ring;
+    for (int i = 0; i < kVertices; ++i) {
+        const double a = 2 * M_PI * i / kVertices;
+        ring +=
+            fmt::format("[{:.7f},{:.7f}],", 13.4 + 0.05 * std::cos(a), 52.5 + 0.03 * std::sin(a));
+    }
+    ring += fmt::format("[{:.7f},{:.7f}]", 13.45, 52.5);
+    const std::string body = R"({"type":"Polygon","coordinates":[[)" + ring + "]]}";
+    ASSERT_GT(body.size(), 7000000U);
+
+    // A small one first: the statement is prepared, so the frozen relay holds the large one.
+    const auto small = write_->request(
+        "PUT", "/v1/geofences/wide",
+        R"({"type":"Polygon","coordinates":[[[13,52],[13.1,52],[13.1,52.1],[13,52]]]})",
+        "application/geo+json");
+    ASSERT_EQ(small.status, 201) << small.body;
+
+    relay.freeze(true);
+    auto put = std::async(std::launch::async, [&] {
+        return write_->request("PUT", "/v1/geofences/wide", body, "application/geo+json");
+    });
+    if (relay.wait_holding(1) != 1) {
+        relay.freeze(false);
+        const auto r = put.get();
+        FAIL() << "the PUT's statement did not reach the frozen relay: " << r.status << " "
+               << r.body;
+    }
+    auto healthz = std::async(std::launch::async, [this] { return read_->get("/healthz"); });
+    EXPECT_EQ(healthz.wait_for(std::chrono::seconds(20)), std::future_status::ready)
+        << "/healthz waited for the statement to be sent";
+    EXPECT_EQ(put.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout)
+        << "the PUT was answered while the database was frozen: the test shows nothing";
+
+    relay.freeze(false);
+    EXPECT_EQ(healthz.get().status, 200);
+    const auto r = put.get();
+    EXPECT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(sql("SELECT ST_NPoints(fence_geom) FROM trackd.geofence_zones WHERE zone_name = "
+                  "'wide'")
+                  .at(0, 0),
+              std::to_string(kVertices + 1));
 }
 
 // A stop while requests wait on a frozen database: after its grace, the server drops them (the

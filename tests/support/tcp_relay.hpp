@@ -27,10 +27,17 @@ namespace trackd::test {
 
 class TcpRelay {
   public:
-    TcpRelay(std::string host, unsigned short port) : host_(std::move(host)), port_(port) {
+    // `receive_buffer` (bytes, 0: the system's): the receive buffer of the relay's client side,
+    // so that a frozen relay holds back what a client sends after that much, as a slow or distant
+    // server would, instead of the megabytes loopback buffers take.
+    TcpRelay(std::string host, unsigned short port, int receive_buffer = 0)
+        : host_(std::move(host)), port_(port) {
         listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
         int one = 1;
         ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (receive_buffer > 0) {  // inherited by the accepted sockets
+            ::setsockopt(listen_fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
+        }
         sockaddr_in a{};
         a.sin_family = AF_INET;
         a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);

@@ -124,6 +124,11 @@ class Connection {
     void send_prepare(const std::string& name, const std::string& sql);
     void send_prepared(const std::string& name, const Params& params, Format format);
     [[nodiscard]] bool answer_ready();
+    // Nonblocking mode (libpq's PQsetnonblocking): send_*() then only queue what the socket does
+    // not take at once, and flush() sends more of it as the socket takes it, true once all is
+    // sent. Without it send_*() waits until the whole statement is on its way.
+    void set_nonblocking();
+    [[nodiscard]] bool flush();
     Result answer();
     [[nodiscard]] int socket() const;
     // Closes the connection now; ok() is false afterwards.
