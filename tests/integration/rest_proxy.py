@@ -25,9 +25,11 @@ checked), so the tests put this in front of it:
                                      (ETag, Content-Length of a HEAD, Content-Range)
   --s3-throttle N                    the first N uploads (PUT) are answered 503 SlowDown, S3's
                                      throttling answer, without being forwarded
+  --s3-error N                       the N uploads after those are answered 500 InternalError,
+                                     S3's answer when it fails on its side, without being forwarded
   --s3-hang N                        the N uploads after those are read and never answered: the
                                      connection stays open and silent until the client gives up
-  --s3-faults-on GET                 the two above apply to reads (GET) instead of uploads
+  --s3-faults-on GET                 the three above apply to reads (GET) instead of uploads
 
 A commit the server cannot be reached for is not answered: the client's connection is closed,
 as a server killed mid-request would leave it; any other request gets a 502.
@@ -37,7 +39,8 @@ no --client-id and no --token is given). Prints one line per event on stdout, fl
 "token issued", "token refused", "credential refused", "forwarded <METHOD> <path> <status>",
 "commit reply lost", "commit failed 503", "commit held before the server", "commit answer held",
 "commit dropped", "upstream unreachable", "TLS handshake failed", "upload throttled 503",
-"upload left unanswered" (with GET: "read throttled 503", "read left unanswered").
+"upload failed 500", "upload left unanswered" (with GET: "read throttled 503", "read failed 500",
+"read left unanswered").
 """
 import argparse
 import http.server
@@ -69,6 +72,7 @@ def main():
     p.add_argument("--tls-key")
     p.add_argument("--s3", action="store_true")
     p.add_argument("--s3-throttle", type=int, default=0)
+    p.add_argument("--s3-error", type=int, default=0)
     p.add_argument("--s3-hang", type=int, default=0)
     p.add_argument("--s3-faults-on", choices=["PUT", "GET"], default="PUT")
     args = p.parse_args()
@@ -76,7 +80,7 @@ def main():
     state = {"issued": 0, "uses": {}, "lose": args.lose_commit_replies, "fail": args.fail_commits,
              "hold_before": bool(args.hold_commit_before),
              "hold_after": bool(args.hold_commit_after), "throttle": args.s3_throttle,
-             "hang": args.s3_hang}
+             "error": args.s3_error, "hang": args.s3_hang}
     checking = bool(args.client_id or args.token)
 
     def say(line):
@@ -148,7 +152,7 @@ def main():
                 return hit
 
         def s3_fault(self, method, path):
-            """Throttles or leaves unanswered an upload (or a read); True when it was taken."""
+            """Throttles, fails or leaves unanswered an upload (or a read); True when taken."""
             if method != args.s3_faults_on:
                 return False
             what = "upload" if method == "PUT" else "read"
@@ -157,6 +161,12 @@ def main():
                 self.reply(503, b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown'
                                 b'</Code><Message>Please reduce your request rate.</Message>'
                                 b'</Error>', "application/xml")
+                return True
+            if self.count_down("error"):
+                say(f"{what} failed 500 {path}")
+                self.reply(500, b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError'
+                                b'</Code><Message>We encountered an internal error. Please try '
+                                b'again.</Message></Error>', "application/xml")
                 return True
             if self.count_down("hang"):
                 say(f"{what} left unanswered {path}")
