@@ -577,7 +577,8 @@ TEST(Archive, APruneWaitsForARegistrationInFlightAndKeepsWhatTheNewTableNeeds) {
     });
     const bool waiting = wait_for_value(
         db.dsn(),
-        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'test prune' "
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND "
+        "application_name = 'test prune' "
         "AND wait_event_type = 'Lock' AND wait_event = 'advisory'",
         1, std::chrono::seconds(30));
     EXPECT_TRUE(waiting) << "the prune did not wait for the registration's lock";
@@ -630,12 +631,13 @@ TEST(Archive, APruneCutOffAfterItsDeleteMovesTheLedgerAndItsWatermarkTogetherOrN
     };
     // The prune waits on the held row, its DELETE done: every ledger row is locked by it.
     const auto prune_waits_after_its_delete = [&] {
-        const bool waiting =
-            wait_for_value(db.dsn(),
-                           "SELECT count(*) FROM pg_stat_activity WHERE query LIKE "
-                           "'%trackd.prune_ingest_batches()%' AND wait_event_type = 'Lock' "
-                           "AND pid <> pg_backend_pid()",
-                           1, std::chrono::seconds(60));
+        const bool waiting = wait_for_value(
+            db.dsn(),
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND query LIKE "
+            "'%trackd.prune_ingest_batches()%' AND wait_event_type = 'Lock' "
+            "AND pid <> pg_backend_pid()",
+            1, std::chrono::seconds(60));
         const auto unlocked = value(
             "SELECT count(*) FROM (SELECT 1 FROM trackd.ingest_batches "
             "FOR UPDATE SKIP LOCKED) l");
@@ -656,7 +658,7 @@ TEST(Archive, APruneCutOffAfterItsDeleteMovesTheLedgerAndItsWatermarkTogetherOrN
     const bool cut1 = prune_waits_after_its_delete();
     conn.query(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-        "WHERE application_name = 'test prune'");
+        "WHERE datname = current_database() AND application_name = 'test prune'");
     pruning.join();
     holder.exec_script("COMMIT");
     ASSERT_TRUE(cut1) << "the prune did not wait after its DELETE";

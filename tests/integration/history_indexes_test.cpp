@@ -191,8 +191,9 @@ TEST_F(HistoryIndexesTest, ABuildWhoseBackendIsKilledLeavesAnInvalidIndexThatIsR
     });
     std::string pid;
     for (int i = 0; i < 3000 && pid.empty(); ++i) {  // up to a minute
-        pid = sql("SELECT pid::text FROM pg_stat_activity WHERE application_name = "
-                  "'trackd history indexer' AND wait_event = 'virtualxid'")
+        pid = sql("SELECT pid::text FROM pg_stat_activity WHERE datname = current_database() "
+                  "AND application_name = 'trackd history indexer' AND wait_event = "
+                  "'virtualxid'")
                   .get(0, 0)
                   .value_or("");
         if (pid.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -486,8 +487,9 @@ TEST_F(HistoryIndexesTest, ABuildThatWaitsHoldsUpNoSummaryOfThePartitionsBeingWr
         }
     } join{holder, stop, loops};
     const auto build_waits = [&] {
-        return sql("SELECT count(*) FROM pg_stat_activity WHERE application_name = "
-                   "'trackd history indexer' AND wait_event = 'virtualxid'")
+        return sql("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                   "AND application_name = 'trackd history indexer' AND wait_event = "
+                   "'virtualxid'")
                    .at(0, 0) == "1";
     };
     const auto eventually = [](const std::function<bool()>& done) {
@@ -577,8 +579,9 @@ std::string pid_waiting_for_lock(db::Connection& observer, const std::string& na
     for (int i = 0; i < 3000; ++i) {
         const auto pid = observer
                              .query(
-                                 "SELECT pid::text FROM pg_stat_activity WHERE "
-                                 "application_name = $1 AND wait_event_type = 'Lock'",
+                                 "SELECT pid::text FROM pg_stat_activity WHERE datname = "
+                                 "current_database() AND application_name = $1 AND "
+                                 "wait_event_type = 'Lock'",
                                  {name})
                              .get(0, 0);
         if (pid) return *pid;
