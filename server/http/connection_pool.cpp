@@ -354,7 +354,7 @@ net::awaitable<db::Result> ConnectionPool::answer(db::Connection& conn) const {
     bool in_time = true;
     for (bool all_sent = sent; in_time && !all_sent;) {
         in_time = co_await socket.ready(SocketWait::write);
-        all_sent = conn.flush();
+        if (in_time) all_sent = conn.flush();
     }
     while (in_time) {
         in_time = co_await socket.ready(SocketWait::read);

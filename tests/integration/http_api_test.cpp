@@ -733,7 +733,7 @@ TEST_F(HttpApi, HealthzAnswersWhileRequestsWaitOnAFrozenDatabase) {
 // the request that opens the pool's connection waits for it; once the lookup answers, so does the
 // request. Before, libpq looked the name up on the I/O thread and /healthz waited with it.
 TEST_F(HttpApi, HealthzAnswersWhileAHostNameLookupHangs) {
-    const auto [host, port] = pg_endpoint(db_.dsn());
+    const auto port = pg_endpoint(db_.dsn()).second;
     server_.reset();
     start([&](config::Config& c) {
         c.pg.dsn = pg_dsn_at(db_.dsn(), port, "db.held.test");
@@ -756,10 +756,12 @@ TEST_F(HttpApi, HealthzAnswersWhileAHostNameLookupHangs) {
     EXPECT_EQ(r.status, 200) << r.body;
 }
 
-// A statement larger than the sockets' buffers, on a frozen database: a geofence of 40,000
-// vertices (a body of about 1 MB, its statement about 1.3 MB of hexadecimal EWKB) cannot be sent
-// in full while nothing reads it. The rest waits in the event loop, as the answer does: /healthz
-// answers meanwhile, and the PUT is stored once the database thaws.
+// A statement larger than the sockets' buffers, on a frozen database: a geofence of 320,000
+// vertices (a body of 7.7 MB, under an http.max_body_bytes raised to 16 MiB; its statement about
+// 10 MB of hexadecimal EWKB) cannot be sent in full while nothing reads it (the relay's receive
+// buffer is 16 KiB). The rest waits in the event loop, as the answer does: /healthz answers
+// meanwhile, and the PUT is stored once the database thaws. (With a 1 MB body, loopback's buffers
+// took the whole statement even when it was sent in blocking mode.)
 TEST_F(HttpApi, HealthzAnswersWhileALargeStatementWaitsOnAFrozenDatabase) {
     const auto [host, port] = pg_endpoint(db_.dsn());
     TcpRelay relay(host, port, 16384);

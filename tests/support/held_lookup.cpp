@@ -17,9 +17,10 @@ struct State {
     int held = 0;
 };
 
+// Never destroyed: a lookup may come from a thread still running while the process exits.
 State& state() {
-    static State s;
-    return s;
+    static auto* s = new State;
+    return *s;
 }
 
 // True when `node` is the armed name: returns once it is released (or after a minute).
