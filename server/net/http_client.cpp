@@ -1,6 +1,10 @@
 #include "trackd/net/http_client.hpp"
 
 #include <cctype>
+#include <future>
+#include <memory>
+#include <system_error>
+#include <thread>
 #include <utility>
 
 #include <boost/asio/connect.hpp>
@@ -8,7 +12,6 @@
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
@@ -42,6 +45,42 @@ bool is_ip_address(const std::string& host) {
     beast::error_code ec;
     asio::ip::make_address(host, ec);
     return !ec;
+}
+
+// The endpoints of host:port, looked up within `limit` (beast::error::timeout past it). A host
+// name is looked up on a thread of its own: getaddrinfo has no deadline and cannot be cancelled
+// (asio's resolver cancels only a lookup not yet started), so a DNS server that does not answer
+// would hold the caller until the C library gives up. A lookup given up on finishes alone.
+tcp::resolver::results_type resolve_within(const std::string& host, const std::string& port,
+                                           std::chrono::milliseconds limit, beast::error_code& ec) {
+    if (is_ip_address(host)) {  // no lookup: at once
+        asio::io_context ioc;
+        tcp::resolver resolver(ioc);
+        return resolver.resolve(host, port, ec);
+    }
+
+    using Answer = std::pair<beast::error_code, tcp::resolver::results_type>;
+    auto answer = std::make_shared<std::promise<Answer>>();
+    auto future = answer->get_future();
+    try {
+        std::thread([answer, host, port] {
+            asio::io_context own;
+            tcp::resolver r(own);
+            beast::error_code e;
+            auto results = r.resolve(host, port, e);
+            answer->set_value({e, std::move(results)});
+        }).detach();
+    } catch (const std::system_error& e) {
+        ec = beast::error_code(e.code().value(), boost::system::system_category());
+        return {};
+    }
+    if (future.wait_for(limit) != std::future_status::ready) {
+        ec = beast::error::timeout;
+        return {};
+    }
+    auto [e, results] = future.get();
+    ec = e;
+    return results;
 }
 
 }  // namespace
@@ -139,30 +178,9 @@ HttpResponse HttpClient::send(const Uri& uri, const std::string& method, const s
     };
 
     asio::io_context ioc;
-    tcp::resolver resolver(ioc);
-    tcp::resolver::results_type endpoints;
-    {
-        // The resolver has no deadline of its own.
-        asio::steady_timer timer(ioc, options_.connect_timeout);
-        bool timed_out = false;
-        auto ec = complete(ioc, [&](auto handler) {
-            timer.async_wait([&](beast::error_code e) {
-                if (!e) {
-                    timed_out = true;
-                    resolver.cancel();
-                }
-            });
-            resolver.async_resolve(
-                uri.host, uri.port,
-                [&, handler](beast::error_code e, tcp::resolver::results_type r) mutable {
-                    timer.cancel();
-                    endpoints = std::move(r);
-                    handler(e);
-                });
-        });
-        if (timed_out) ec = beast::error::timeout;
-        if (ec) throw fail("resolve", ec, options_.connect_timeout, false);
-    }
+    beast::error_code resolved;
+    const auto endpoints = resolve_within(uri.host, uri.port, options_.connect_timeout, resolved);
+    if (resolved) throw fail("resolve", resolved, options_.connect_timeout, false);
 
     bhttp::request<bhttp::string_body> req{bhttp::string_to_verb(method), target, 11};
     const bool default_port = uri.port == (uri.tls() ? "443" : "80");

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <future>
 #include <stdexcept>
 #include <string>
 
@@ -10,6 +11,8 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include "support/held_lookup.hpp"
 
 namespace trackd::net {
 namespace {
@@ -99,14 +102,19 @@ HttpRequestError error_of(const HttpClient& client, const std::string& uri) {
     throw std::runtime_error("no error from " + uri);
 }
 
+// Connects and answers given up after 300 ms.
+HttpOptions short_limits() {
+    HttpOptions o;
+    o.connect_timeout = std::chrono::milliseconds(300);
+    o.read_timeout = std::chrono::milliseconds(300);
+    return o;
+}
+
 // Whether the request may have reached the server decides how a commit's unknown outcome is
 // handled: a request that was written and not answered may have been applied; a connection or
 // a TLS handshake that never completed sent nothing of it.
 TEST(HttpClient, SaysAtWhichStepItFailedAndWhetherTheRequestLeft) {
-    HttpOptions o;
-    o.connect_timeout = std::chrono::milliseconds(300);
-    o.read_timeout = std::chrono::milliseconds(300);
-    const HttpClient client(o);
+    const HttpClient client(short_limits());
     const SilentServer silent;
 
     auto e = error_of(client, "http://127.0.0.1:" + silent.port());
@@ -125,6 +133,33 @@ TEST(HttpClient, SaysAtWhichStepItFailedAndWhetherTheRequestLeft) {
     e = error_of(client, "https://127.0.0.1:9");
     EXPECT_EQ(e.step(), "connect");
     EXPECT_FALSE(e.sent());
+}
+
+// A host name whose lookup does not end (support/held_lookup.hpp, as behind a DNS server that
+// does not answer) is given up at connect_timeout, as a connect is: asio's resolver has no
+// deadline, and cancelling it does not end a lookup already running. Once the name answers
+// again, requests to it go on to the server.
+TEST(HttpClient, AHostNameLookupThatDoesNotEndIsGivenUpAtTheConnectTimeout) {
+    const HttpClient client(short_limits());
+    const SilentServer silent;
+    const std::string uri = "http://catalog.held.test:" + silent.port();
+    test::HeldLookup lookup("catalog.held.test");
+
+    auto failed = std::async(std::launch::async, [&] { return error_of(client, uri); });
+    // Far past the connect timeout: the request waited for the lookup.
+    const auto status = failed.wait_for(std::chrono::seconds(20));
+    EXPECT_EQ(lookup.wait_held(1, std::chrono::seconds(0)), 1)
+        << "the name was not looked up, or its lookup not held: the test shows nothing";
+    lookup.release();
+    ASSERT_EQ(status, std::future_status::ready) << "the request waited for the lookup";
+    auto e = failed.get();
+    EXPECT_EQ(e.step(), "resolve");
+    EXPECT_EQ(e.detail(), "no answer within 300 ms");
+    EXPECT_FALSE(e.sent());
+
+    e = error_of(client, uri);
+    EXPECT_EQ(e.step(), "read the answer");
+    EXPECT_TRUE(e.sent());
 }
 
 }  // namespace
