@@ -55,6 +55,14 @@ import requests
 
 COMMIT = re.compile(r"^/v1/(.+/)?namespaces/[^/]+/tables/[^/]+$")
 
+# The answers S3 gives without acting, in the order they are used up: the count's key in the
+# state, the event said, the status, S3's error code and message.
+S3_ERRORS = [
+    ("throttle", "throttled", 503, "SlowDown", "Please reduce your request rate."),
+    ("error", "failed", 500, "InternalError",
+     "We encountered an internal error. Please try again."),
+]
+
 
 def main():
     p = argparse.ArgumentParser()
@@ -156,18 +164,13 @@ def main():
             if method != args.s3_faults_on:
                 return False
             what = "upload" if method == "PUT" else "read"
-            if self.count_down("throttle"):
-                say(f"{what} throttled 503 {path}")
-                self.reply(503, b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown'
-                                b'</Code><Message>Please reduce your request rate.</Message>'
-                                b'</Error>', "application/xml")
-                return True
-            if self.count_down("error"):
-                say(f"{what} failed 500 {path}")
-                self.reply(500, b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError'
-                                b'</Code><Message>We encountered an internal error. Please try '
-                                b'again.</Message></Error>', "application/xml")
-                return True
+            for key, event, status, code, message in S3_ERRORS:
+                if self.count_down(key):
+                    say(f"{what} {event} {status} {path}")
+                    self.reply(status, ('<?xml version="1.0" encoding="UTF-8"?><Error><Code>'
+                                        f'{code}</Code><Message>{message}</Message></Error>')
+                               .encode(), "application/xml")
+                    return True
             if self.count_down("hang"):
                 say(f"{what} left unanswered {path}")
                 time.sleep(60)
