@@ -315,6 +315,21 @@ bool FileIO::exists(const std::string& uri) {
     return fs::is_regular_file(local_path(uri), ec);
 }
 
+std::chrono::system_clock::time_point FileIO::stamp_now(const std::string& scratch) {
+    const auto marker = scratch + "/now";
+    write(marker, "");
+    const auto listed = list(scratch);
+    remove(marker);
+    if (!is_s3_uri(scratch)) {
+        std::error_code ec;
+        fs::remove(local_path(scratch), ec);
+    }
+    if (listed.size() != 1) {
+        throw std::runtime_error("archive: " + marker + " is not listed after its upload");
+    }
+    return listed.front().modified;
+}
+
 std::string FileIO::normalize(const std::string& uri) {
     if (uri.rfind("s3a://", 0) == 0) return "s3://" + uri.substr(6);
     if (is_s3_uri(uri)) return uri;

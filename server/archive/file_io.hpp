@@ -90,6 +90,10 @@ class FileIO {
     // Every file under `prefix` (a "directory" URI), recursively; none when it does not exist.
     std::vector<StoredFile> list(const std::string& prefix);
     bool exists(const std::string& uri);
+    // The storage's own clock: the time it stamps on a file written now. Writes an empty file
+    // under `scratch` (a "directory" URI nothing else uses), reads its time from a listing, as
+    // list() gives times, and deletes it. An S3 server's clock may be far from this host's.
+    std::chrono::system_clock::time_point stamp_now(const std::string& scratch);
     // The form two URIs of one file share ("file:///a" and "/a"; "s3a://b/k" and "s3://b/k").
     static std::string normalize(const std::string& uri);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <random>
 #include <set>
@@ -28,6 +29,8 @@ constexpr int kCommitAttempts = 20;
 // Manifests at least this large are left alone by the merge (Iceberg's
 // commit.manifest.target-size-bytes default).
 constexpr std::int64_t kManifestTargetBytes = 8LL << 20;
+// The orphan clean-up says so when the storage's clock is this far from the host's.
+constexpr double kClockSkewWarningS = 60;
 
 std::int64_t now_ms() { return core::now_us() / 1000; }
 
@@ -933,8 +936,20 @@ int IcebergTable::delete_orphans(const MaintenanceOptions& o) {
         }
     }
     int deleted = 0;
-    const auto horizon =
-        std::chrono::system_clock::now() - std::chrono::milliseconds(o.orphan_min_age_ms);
+    // Ages on the storage's clock, the one that stamped the files: on this host's, a server
+    // whose clock is behind would make a commit in progress look old enough to delete.
+    const auto storage_now = io_.stamp_now(location_ + "/metadata/.trackd-clock-" + uuid4());
+    const auto skew_s =
+        std::chrono::duration<double>(storage_now - std::chrono::system_clock::now());
+    if (std::abs(skew_s.count()) >= kClockSkewWarningS) {
+        core::log::warn(
+            fmt::format("archive storage's clock is {} s {} this host's; orphan ages are "
+                        "measured on the storage's clock",
+                        std::lround(std::abs(skew_s.count())),
+                        skew_s.count() < 0 ? "behind" : "ahead of"),
+            {{"table", ident_.dotted()}});
+    }
+    const auto horizon = storage_now - std::chrono::milliseconds(o.orphan_min_age_ms);
     // A listing of the table's data/ and metadata/ prefixes (on S3: LIST requests, a page of
     // 1000 keys each), then one delete per orphan.
     for (const char* dir : {"/data", "/metadata"}) {

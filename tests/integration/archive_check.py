@@ -16,6 +16,8 @@ Prints `key=value` lines that the C++ test asserts on; exits non-zero only when 
            metadata location and progress, to compare with trackd.archive_progress.
   ls       every file under --dir (`file=<uri>` lines, then `files=N`, `parquet=N`, `avro=N`).
   put      writes a small file at --uri that nothing references (an orphan).
+  uploads  the multipart uploads begun under an s3:// --dir and neither completed nor aborted
+           (`upload=<key>` lines, then `uploads=N`), which no listing of objects shows.
 
 With --s3 ENDPOINT, s3:// locations are read from that S3 server (PyIceberg through pyarrow's
 S3 filesystem, DuckDB through its httpfs extension, path-style, the tests' key pair).
@@ -387,6 +389,18 @@ def put(args):
     print(f"put={args.uri}")
 
 
+def uploads(args):
+    import boto3
+
+    bucket, _, prefix = args.dir.split("://", 1)[1].partition("/")
+    client = boto3.client("s3", endpoint_url=s3_endpoint(), aws_access_key_id=S3_KEY_ID,
+                          aws_secret_access_key=S3_SECRET, region_name="us-east-1")
+    found = client.list_multipart_uploads(Bucket=bucket, Prefix=prefix).get("Uploads", [])
+    for u in found:
+        print(f"upload={u['Key']}")
+    print(f"uploads={len(found)}")
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -414,12 +428,14 @@ def main():
     lp.add_argument("--dir", required=True)
     pp = sub.add_parser("put")
     pp.add_argument("--uri", required=True)
+    up = sub.add_parser("uploads")
+    up.add_argument("--dir", required=True)
     p.add_argument("--s3", help="the S3 server's endpoint URL, for s3:// locations")
     args = p.parse_args()
     global ARGS
     ARGS = args
     {"compare": compare, "avro": avro, "table": table_info, "touch": touch,
-     "files": files, "values": values, "ls": ls, "put": put}[args.cmd](args)
+     "files": files, "values": values, "ls": ls, "put": put, "uploads": uploads}[args.cmd](args)
     return 0
 
 

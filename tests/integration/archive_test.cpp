@@ -842,6 +842,78 @@ TEST(ArchiveS3, OrphansAndExpiredSnapshotsAreDeletedFromTheBucket) {
     expect_exact(a.check("compare"));
 }
 
+// The orphan clean-up's margin is measured on the storage's clock. An S3 server whose clock is
+// two hours behind trackd's (tests/integration/rest_proxy.py --s3-clock-offset-s) stamps a file
+// uploaded now two hours old by trackd's clock, so a commit in progress beside the clean-up (a
+// compaction, which runs beside the archiver, or another engine's writer) looked older than an
+// hour's margin. A compaction paused after its uploads keeps its files through a clean-up with
+// an hour's margin and commits them afterwards; what is old on the server's clock still goes.
+TEST(ArchiveS3, AServerClockBehindTrackdsDoesNotAgeACommitInProgress) {
+    TestDatabase db("archs3clock", Schema::migrated);
+    ArchiveFixture a(db.dsn(), "archs3clock", kJdbcS3);
+    db::Connection conn(db.dsn(), "test");
+    HttpFront front("archs3clock", s3_endpoint(), {"--s3", "--s3-clock-offset-s", "-7200"});
+    const std::map<std::string, std::string> behind = {{"TRACKD_ARCHIVE_S3_ENDPOINT", front.uri},
+                                                       {"TRACKD_ARCHIVE_COMPACT_MIN_FILES", "2"}};
+    for (int batch = 1; batch <= 2; ++batch) {  // a small file each
+        insert_small_batch(conn, batch);
+        const auto once = a.archive("--once", behind);
+        ASSERT_EQ(once.exit_code, 0) << once.output;
+    }
+    const auto before = a.stored_files();
+
+    const std::string log =
+        ::testing::TempDir() + "archs3clock-" + std::to_string(getpid()) + ".log";
+    const std::string release = log + ".go";
+    fs::remove(log);
+    fs::remove(release);
+    auto env = behind;
+    env["TRACKD_TEST_ARCHIVE_PAUSE_AT"] = "metadata-written@" + release;
+    ChildProcess compactor({trackd_binary(), "archive", "compact"}, a.env(env), log);
+    ASSERT_TRUE(wait_for_log(log, "archive paused at metadata-written", std::chrono::seconds(60)))
+        << IngestHarness::read_file(log);
+    std::vector<std::string> in_progress;
+    for (const auto& f : a.stored_files()) {
+        if (before.count(f) == 0) in_progress.push_back(f);
+    }
+    // data file, manifest, manifest list, metadata file: uploaded, not yet in the table
+    ASSERT_GE(in_progress.size(), 4U);
+
+    auto maintain = behind;
+    maintain["TRACKD_ARCHIVE_SNAPSHOT_MAX_AGE_S"] = "3600";
+    maintain["TRACKD_ARCHIVE_ORPHAN_MIN_AGE_S"] = "3600";
+    auto r = a.archive("maintain", maintain);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("0 orphans deleted"), std::string::npos) << r.output;
+    // 7200 s, or 7201: the server stamps whole seconds
+    EXPECT_NE(r.output.find("archive storage's clock is 720"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(" s behind this host's"), std::string::npos) << r.output;
+    const auto kept = a.stored_files();
+    for (const auto& f : in_progress) EXPECT_EQ(kept.count(f), 1U) << "deleted in flight: " << f;
+
+    std::ofstream(release) << "go";
+    EXPECT_EQ(compactor.wait(), 0) << IngestHarness::read_file(log);
+    EXPECT_NE(IngestHarness::read_file(log).find("(14 rows)"), std::string::npos)
+        << IngestHarness::read_file(log);
+    EXPECT_EQ(a.check("files").at("missing_files"), "0") << "the commit references a deleted file";
+    expect_exact(a.check("compare"));
+    EXPECT_EQ(a.check("compare").at("iceberg_rows"), "14");
+
+    // Old on the server's clock: a stray object goes once the margin is under its age there.
+    const std::string stray = a.table_dir() + "/data/stray.parquet";
+    ASSERT_EQ(a.check("put", "--uri " + shell_quote(stray)).at("put"), stray);
+    r = a.archive("maintain", maintain);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("0 orphans deleted"), std::string::npos) << r.output;
+    maintain["TRACKD_ARCHIVE_ORPHAN_MIN_AGE_S"] = "0";
+    r = a.archive("maintain", maintain);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("1 orphans deleted"), std::string::npos) << r.output;
+    EXPECT_EQ(a.stored_files().count(stray), 0U);
+    EXPECT_EQ(a.check("files").at("missing_files"), "0");
+    expect_exact(a.check("compare"));
+}
+
 // A warehouse that cannot work stops `trackd archive` and `trackd run` at start-up, naming the
 // key: a bucket that does not exist, an endpoint where nothing answers (after the configured
 // retries), and a warehouse URI of an unknown scheme (the config check).
@@ -1011,6 +1083,76 @@ TEST(ArchiveS3, ThrottledFailedAndUnansweredRequestsAreRetriedAndLoseNothing) {
     EXPECT_NE(again.output.find("archived 7 rows in 1 commits"), std::string::npos) << again.output;
     expect_exact(a.check("compare"));
     EXPECT_EQ(a.check("compare").at("iceberg_rows"), "42");
+    EXPECT_EQ(a.check("files").at("missing_files"), "0");
+}
+
+// A multipart upload failing half way. A large batch's data file goes to S3 in parts (Arrow's
+// S3 output stream uploads a part whenever its buffer is full, the rest at close), and the front
+// (rest_proxy.py --s3-faults-on PART) fails part uploads only, from the second on. Two 500s are
+// retried and the upload completes; throttling past archive.s3_retry_attempts fails the round,
+// which aborts the upload, its first part already stored (no multipart upload is left begun in
+// the bucket, where no listing would show it), and commits nothing; the next round archives the
+// batch once.
+TEST(ArchiveS3, AMultipartUploadFailingHalfWayIsRetriedOrAbortedAndLosesNothing) {
+    TestDatabase db("archs3parts", Schema::migrated);
+    ArchiveFixture a(db.dsn(), "archs3parts", kJdbcS3);
+    db::Connection conn(db.dsn(), "test");
+    // Random positions and speeds, so that the file does not compress below a part.
+    const auto insert = [&](int batch, int rows) {
+        conn.query(
+            "INSERT INTO trackd.vehicle_telemetry_history SELECT 'veh-' || (g % 997), now() - g * "
+            "interval '100 microseconds', ST_SetSRID(ST_MakePoint(13 + random(), 52 + random(), "
+            "random() * 100), 4326), random() * 120, random() * 360, NULL, NULL, $1::bigint, 0, "
+            "$1::bigint * 10000000 + g FROM generate_series(1, $2::int) g",
+            {std::to_string(batch), std::to_string(rows)});
+    };
+    const std::map<std::string, std::string> retries = {
+        {"TRACKD_ARCHIVE_S3_RETRY_ATTEMPTS", "4"}, {"TRACKD_ARCHIVE_S3_RETRY_BASE_DELAY_MS", "50"}};
+    const std::string dir = a.table_dir();
+    constexpr int kRows = 250000;  // a data file of three parts
+    // One `archive --once` of a new batch through a front that lets the first part upload
+    // through and then answers part uploads with `fault`; its result and the front's log.
+    const auto archive_through = [&](int batch, const char* fault, const char* faults) {
+        insert(batch, kRows);
+        HttpFront front(
+            "archs3parts" + std::to_string(batch), s3_endpoint(),
+            {"--s3", fault, faults, "--s3-faults-on", "PART", "--s3-faults-after", "1"});
+        auto env = retries;
+        env["TRACKD_ARCHIVE_S3_ENDPOINT"] = front.uri;
+        auto r = a.archive("--once", env);
+        return std::pair{r, front.text()};
+    };
+
+    const auto [retried, retried_front] = archive_through(1, "--s3-error", "2");
+    ASSERT_EQ(retried.exit_code, 0) << retried.output << retried_front;
+    EXPECT_EQ(count_of(retried_front, "part upload failed 500"), 2U) << retried_front;
+    EXPECT_EQ(count_of(retried.output, "archive storage request failed, retrying"), 2U)
+        << retried.output;
+    std::printf("[ measured ] %zu parts uploaded, %zu multipart requests\n",
+                count_of(retried_front, "forwarded part PUT"),
+                count_of(retried_front, "forwarded multipart"));
+    EXPECT_EQ(a.check("uploads", "--dir " + shell_quote(dir)).at("uploads"), "0");
+
+    const auto [failed, failed_front] = archive_through(2, "--s3-throttle", "100");
+    EXPECT_NE(failed.exit_code, 0) << failed.output;
+    EXPECT_NE(failed.output.find("SlowDown"), std::string::npos) << failed.output;
+    EXPECT_EQ(count_of(failed_front, "part upload throttled 503"), 4U) << failed_front;
+    EXPECT_EQ(count_of(failed_front, "forwarded part PUT"), 1U) << "the first part\n"
+                                                                << failed_front;
+    EXPECT_GE(count_of(failed_front, "forwarded multipart DELETE"), 1U)
+        << "the upload was not aborted\n"
+        << failed_front;
+    std::printf(
+        "[ measured ] throttled past its retries: exit %d, %s", failed.exit_code,
+        failed.output.substr(failed.output.rfind('\n', failed.output.size() - 2) + 1).c_str());
+    EXPECT_EQ(a.check("uploads", "--dir " + shell_quote(dir)).at("uploads"), "0")
+        << "an upload left begun";
+    EXPECT_EQ(query_int(db.dsn(), kAllArchived), 1) << "a batch was marked archived";
+    const auto again = a.archive("--once", retries);
+    ASSERT_EQ(again.exit_code, 0) << again.output;
+    const auto c = a.check("compare");
+    expect_exact(c);
+    EXPECT_EQ(c.at("iceberg_rows"), std::to_string(2 * kRows));
     EXPECT_EQ(a.check("files").at("missing_files"), "0");
 }
 
@@ -1424,6 +1566,42 @@ TEST(ArchiveRest, LostAndFailedCommitRepliesLoseNothing) {
     EXPECT_EQ(v.at("iceberg_rows"), "75");
     EXPECT_EQ(v.at("max_files_per_partition"), "1");
     EXPECT_EQ(a.check("table").at("current_operation"), "replace");
+}
+
+// A commit whose answer is lost, and then the answers of the reads that would tell its outcome
+// (rest_proxy.py --lose-reads-after-lost-commit: the server answers each, the front closes the
+// connection instead). The round cannot tell whether its snapshot is in the table: it keeps its
+// files, says so and fails without committing again. The next round reads the table: the
+// snapshot is in it, so it archives nothing twice.
+TEST(ArchiveRest, ALostCommitWhoseReadBackIsLostTooIsSettledByTheNextRound) {
+    TestDatabase db("archrestblind", Schema::migrated);
+    ArchiveFixture a(db.dsn(), "archrestblind", CatalogKind::rest);
+    db::Connection conn(db.dsn(), "test writer");
+    insert_rows(conn, 1, 25);
+    {
+        HttpFront proxy("archrestblind", iceberg_rest_uri(),
+                        {"--lose-commit-replies", "1", "--lose-reads-after-lost-commit", "1"});
+        const auto once = a.archive("--once", {{"TRACKD_ARCHIVE_REST_URI", proxy.uri}});
+        EXPECT_EQ(proxy.count("commit reply lost"), 1U) << proxy.text();
+        EXPECT_EQ(proxy.count("read back lost"), 1U) << proxy.text();
+        EXPECT_NE(once.exit_code, 0) << once.output;
+        EXPECT_NE(once.output.find("archive commit outcome still unknown; keeping its files"),
+                  std::string::npos)
+            << once.output;
+    }
+    auto f = a.check("files");
+    EXPECT_EQ(f.at("snapshots"), "1") << "the lost commit was applied by the server";
+    const auto again = a.archive("--once");
+    ASSERT_EQ(again.exit_code, 0) << again.output;
+    EXPECT_EQ(again.output.find("archive committed"), std::string::npos)
+        << "committed the same rows again\n"
+        << again.output;
+    f = a.check("files");
+    EXPECT_EQ(f.at("snapshots"), "1") << "a snapshot of the same rows twice";
+    EXPECT_EQ(f.at("missing_files"), "0");
+    const auto c = a.check("compare");
+    expect_exact(c);
+    EXPECT_EQ(c.at("iceberg_rows"), "25");
 }
 
 // The HTTP status of a GET straight to a REST catalog server (not through a test's front).

@@ -13,6 +13,9 @@ checked), so the tests put this in front of it:
   --lose-commit-replies N            the first N commits (POST .../tables/{t}) are forwarded and
                                      answered by the server, but the proxy closes the client's
                                      connection instead of passing the answer on
+  --lose-reads-after-lost-commit N   after a commit reply is lost, the next N reads of the table
+                                     (GET .../tables/{t}) are forwarded and answered by the
+                                     server, and their answers lost the same way
   --fail-commits N                   the first N commits are answered 503 without being forwarded
   --hold-commit-before FILE          the first commit waits until FILE exists before it is
                                      forwarded (the test kills the server meanwhile)
@@ -29,20 +32,29 @@ checked), so the tests put this in front of it:
                                      S3's answer when it fails on its side, without being forwarded
   --s3-hang N                        the N uploads after those are read and never answered: the
                                      connection stays open and silent until the client gives up
-  --s3-faults-on GET                 the three above apply to reads (GET) instead of uploads
+  --s3-faults-on GET                 the three above apply to reads (GET) instead of uploads;
+                                     PART: to the part uploads of a multipart upload only
+                                     (PUT …?partNumber=N&uploadId=…)
+  --s3-faults-after N                the first N requests the faults apply to pass unharmed
+  --s3-clock-offset-s N              every time the S3 server states (Last-Modified, Date, a
+                                     listing's LastModified) moved by N seconds, as a server
+                                     whose clock is N seconds off would state it
 
 A commit the server cannot be reached for is not answered: the client's connection is closed,
 as a server killed mid-request would leave it; any other request gets a 502.
 
 Every other request is forwarded unchanged when it carries an accepted token (or always, when
 no --client-id and no --token is given). Prints one line per event on stdout, flushed:
-"token issued", "token refused", "credential refused", "forwarded <METHOD> <path> <status>",
-"commit reply lost", "commit failed 503", "commit held before the server", "commit answer held",
-"commit dropped", "upstream unreachable", "TLS handshake failed", "upload throttled 503",
-"upload failed 500", "upload left unanswered" (with GET: "read throttled 503", "read failed 500",
-"read left unanswered").
+"token issued", "token refused", "credential refused", "forwarded <METHOD> <path> <status>"
+(S3's multipart requests: "forwarded part PUT …", "forwarded multipart POST|DELETE …"),
+"commit reply lost", "read back lost", "commit failed 503", "commit held before the server",
+"commit answer held", "commit dropped", "upstream unreachable", "TLS handshake failed",
+"upload throttled 503", "upload failed 500", "upload left unanswered" (with GET: "read throttled
+503", "read failed 500", "read left unanswered"; with PART: "part upload throttled 503", …).
 """
 import argparse
+import datetime
+import email.utils
 import http.server
 import os
 import re
@@ -54,6 +66,23 @@ import time
 import requests
 
 COMMIT = re.compile(r"^/v1/(.+/)?namespaces/[^/]+/tables/[^/]+$")
+LISTED_TIME = re.compile(rb"<LastModified>([^<]+)</LastModified>")
+
+
+def shift_http_date(value, seconds):
+    """An HTTP date (RFC 7231) moved by `seconds`."""
+    t = email.utils.parsedate_to_datetime(value) + datetime.timedelta(seconds=seconds)
+    return email.utils.format_datetime(t, usegmt=True)
+
+
+def shift_listed_times(body, seconds):
+    """Every <LastModified> of an S3 listing (ISO 8601, UTC) moved by `seconds`."""
+    def shift(m):
+        t = datetime.datetime.fromisoformat(m.group(1).decode().replace("Z", "+00:00"))
+        t += datetime.timedelta(seconds=seconds)
+        stamp = t.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        return b"<LastModified>" + stamp.encode() + b"</LastModified>"
+    return LISTED_TIME.sub(shift, body)
 
 # The answers S3 gives without acting, in the order they are used up: the count's key in the
 # state, the event said, the status, S3's error code and message.
@@ -73,6 +102,7 @@ def main():
     p.add_argument("--token")
     p.add_argument("--token-uses", type=int, default=0)
     p.add_argument("--lose-commit-replies", type=int, default=0)
+    p.add_argument("--lose-reads-after-lost-commit", type=int, default=0)
     p.add_argument("--fail-commits", type=int, default=0)
     p.add_argument("--hold-commit-before")
     p.add_argument("--hold-commit-after")
@@ -82,13 +112,16 @@ def main():
     p.add_argument("--s3-throttle", type=int, default=0)
     p.add_argument("--s3-error", type=int, default=0)
     p.add_argument("--s3-hang", type=int, default=0)
-    p.add_argument("--s3-faults-on", choices=["PUT", "GET"], default="PUT")
+    p.add_argument("--s3-faults-on", choices=["PUT", "GET", "PART"], default="PUT")
+    p.add_argument("--s3-faults-after", type=int, default=0)
+    p.add_argument("--s3-clock-offset-s", type=int, default=0)
     args = p.parse_args()
     lock = threading.Lock()
     state = {"issued": 0, "uses": {}, "lose": args.lose_commit_replies, "fail": args.fail_commits,
              "hold_before": bool(args.hold_commit_before),
              "hold_after": bool(args.hold_commit_after), "throttle": args.s3_throttle,
-             "error": args.s3_error, "hang": args.s3_hang}
+             "error": args.s3_error, "hang": args.s3_hang, "unharmed": args.s3_faults_after,
+             "lose_reads": 0}
     checking = bool(args.client_id or args.token)
 
     def say(line):
@@ -111,6 +144,12 @@ def main():
 
         def log_message(self, *a):
             pass
+
+        def date_time_string(self, timestamp=None):
+            """The Date of every answer, on the S3 server's clock."""
+            if timestamp is None:
+                timestamp = time.time()
+            return super().date_time_string(timestamp + args.s3_clock_offset_s)
 
         def reply(self, status, body=b"", content_type="application/json"):
             self.send_response(status)
@@ -161,9 +200,12 @@ def main():
 
         def s3_fault(self, method, path):
             """Throttles, fails or leaves unanswered an upload (or a read); True when taken."""
-            if method != args.s3_faults_on:
+            part = method == "PUT" and "partNumber=" in self.path
+            if args.s3_faults_on not in (method, "PART" if part else None):
                 return False
-            what = "upload" if method == "PUT" else "read"
+            what = {"PUT": "upload", "GET": "read", "PART": "part upload"}[args.s3_faults_on]
+            if self.count_down("unharmed"):
+                return False
             for key, event, status, code, message in S3_ERRORS:
                 if self.count_down(key):
                     say(f"{what} {event} {status} {path}")
@@ -266,20 +308,33 @@ def main():
                         state["lose"] -= 1
                 if lose:
                     say(f"commit reply lost (server answered {r.status_code})")
+                    with lock:
+                        state["lose_reads"] = args.lose_reads_after_lost_commit
                     self.drop()
                     return
-            say(f"forwarded {method} {path} {r.status_code}")
+            if method == "GET" and COMMIT.match(path) and self.count_down("lose_reads"):
+                say(f"read back lost (server answered {r.status_code})")
+                self.drop()
+                return
+            query = self.path.partition("?")[2]
+            kind = ("part " if "partNumber=" in query else
+                    "multipart " if re.search(r"(^|&)(uploads|uploadId=)", query) else "")
+            say(f"forwarded {kind}{method} {path} {r.status_code}")
             if args.s3:
+                offset = args.s3_clock_offset_s
+                content = shift_listed_times(r.content, offset) if offset else r.content
                 self.send_response(r.status_code)
                 for k, v in r.headers.items():
                     if k.lower() not in ("connection", "content-length", "transfer-encoding",
                                          "content-encoding", "server", "date"):
+                        if k.lower() == "last-modified" and offset:
+                            v = shift_http_date(v, offset)
                         self.send_header(k, v)
                 length = r.headers.get("Content-Length") if method == "HEAD" else None
-                self.send_header("Content-Length", length or str(len(r.content)))
+                self.send_header("Content-Length", length or str(len(content)))
                 self.end_headers()
                 if method != "HEAD":
-                    self.wfile.write(r.content)
+                    self.wfile.write(content)
                 return
             self.reply(r.status_code, r.content, r.headers.get("Content-Type", "application/json"))
 

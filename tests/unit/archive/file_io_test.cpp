@@ -89,5 +89,25 @@ TEST(FileIO, LocalWriteOnceReadListRemove) {
     fs::remove_all(dir);
 }
 
+// The storage's clock, read from a file it stamps: here the local file system's, which is this
+// host's; the marker and its folder are gone afterwards.
+TEST(FileIO, StampNowReadsTheStoragesClockAndLeavesNothing) {
+    const auto dir = ::testing::TempDir() + "fileio-stamp-" + std::to_string(getpid());
+    fs::remove_all(dir);
+    FileIO io{S3Settings{}};
+    io.write(dir + "/metadata/v1.json", "{}");
+    const auto before = std::chrono::system_clock::now();
+    const auto stamp = io.stamp_now(dir + "/metadata/.clock-1");
+    const auto after = std::chrono::system_clock::now();
+    // File systems stamp from the kernel's coarse clock: up to a tick before `before`.
+    EXPECT_GE(stamp, before - std::chrono::milliseconds(50));
+    EXPECT_LE(stamp, after);
+    const auto left = io.list(dir + "/metadata");
+    ASSERT_EQ(left.size(), 1U);
+    EXPECT_EQ(left[0].uri, dir + "/metadata/v1.json");
+    EXPECT_FALSE(fs::exists(dir + "/metadata/.clock-1"));
+    fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace trackd::archive
