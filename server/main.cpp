@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "trackd/archive/archiver.hpp"
 #include "trackd/archive/object_storage.hpp"
@@ -235,12 +236,31 @@ int cmd_run(const trackd::config::Config& config) {
     return 0;
 }
 
-}  // namespace
+// What runs after a command has returned: the destructors of main's objects (Arrow's S3
+// subsystem among them), static destructors, atexit handlers and the libraries' finalisers
+// (the AWS SDK's, jemalloc's background thread that Arrow's library starts). None has a bound of
+// its own, and a process that never ends after "trackd stopped" holds its supervisor's restart.
+// Past stop_bound() the process ends with the command's status: everything it did was done and
+// stopped in order by then. The line goes straight to stderr: the logger may be gone.
+void bound_the_exit(int status) {
+    const auto bound = stop_bound();
+    std::thread([status, bound] {
+        std::this_thread::sleep_for(bound);
+        const auto line = fmt::format(
+            "trackd: the process's exit did not finish within {} s of the command's end (a "
+            "library's finaliser that does not return?); ending it now with status {}\n",
+            bound.count(), status);
+        static_cast<void>(::write(STDERR_FILENO, line.data(), line.size()));
+        std::_Exit(status);
+    }).detach();
+}
 
-int main(int argc, char** argv) {
-    const int failure = is_audit(argc, argv) ? 2 : 1;
-    // Arrow's S3 subsystem, finalised after every archive object is gone (s3:// warehouses).
-    const trackd::archive::ObjectStorageRuntime object_storage;
+// TRACKD_TEST_HANG_IN_EXIT: an atexit handler that never returns, as a finaliser that hangs.
+extern "C" void hang_in_exit() {
+    for (;;) ::pause();
+}
+
+int dispatch(int argc, char** argv, int failure) {
     try {
         const Args args = parse_args(argc, argv);
         // Before the config and the database: a bad flag needs neither.
@@ -273,4 +293,16 @@ int main(int argc, char** argv) {
         fmt::print(stderr, "trackd: {}\n", e.what());
     }
     return failure;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (std::getenv("TRACKD_TEST_HANG_IN_EXIT") != nullptr) std::atexit(hang_in_exit);
+    // Arrow's S3 subsystem, finalised after every archive object is gone (s3:// warehouses).
+    const trackd::archive::ObjectStorageRuntime object_storage;
+    const int status = dispatch(argc, argv, is_audit(argc, argv) ? 2 : 1);
+    std::fflush(nullptr);  // what the command printed is out even if the exit is cut short
+    bound_the_exit(status);
+    return status;
 }

@@ -371,5 +371,27 @@ TEST(Delivery, AStopWhileThePostgresqlServerIsFrozenEndsAtItsBound) {
     h.check_accounting(manifest);
 }
 
+// An exit that does not end after an orderly stop (TRACKD_TEST_HANG_IN_EXIT: an atexit handler
+// that never returns, as a library's finaliser that hangs would): trackd logs "trackd stopped",
+// and the process ends at its stop bound (shortened to 3 s) with the stop's status, 0, and says
+// why. Every message is stored exactly once.
+TEST(Delivery, AnExitThatDoesNotEndAfterTheStopIsCutAtItsBound) {
+    IngestHarness h("exithang", 2);
+    h.produce(20, 200);
+    const auto manifest = load_manifest(h.manifest_path());
+    const std::string log_a = h.dir() + "/a.log";
+    auto a = h.start_trackd({{"TRACKD_TEST_HANG_IN_EXIT", "1"}, {"TRACKD_TEST_STOP_BOUND_S", "3"}},
+                            log_a);
+    ASSERT_TRUE(h.wait_drained(200, std::chrono::seconds(120))) << IngestHarness::read_file(log_a);
+    a->kill(SIGTERM);
+    ASSERT_TRUE(a->wait_for(std::chrono::seconds(30))) << "the process did not end after its stop\n"
+                                                       << IngestHarness::read_file(log_a);
+    EXPECT_EQ(a->exit_code(), 0) << IngestHarness::read_file(log_a);
+    const auto log = IngestHarness::read_file(log_a);
+    EXPECT_NE(log.find("trackd stopped"), std::string::npos) << log;
+    EXPECT_NE(log.find("the process's exit did not finish within 3 s"), std::string::npos) << log;
+    h.check_accounting(manifest);
+}
+
 }  // namespace
 }  // namespace trackd::test
