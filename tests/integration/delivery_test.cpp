@@ -7,6 +7,7 @@
 #include <librdkafka/rdkafka.h>
 
 #include "support/ingest_harness.hpp"
+#include "support/log_wait.hpp"
 #include "support/positions.hpp"
 #include "support/tcp_relay.hpp"
 
@@ -368,6 +369,45 @@ TEST(Delivery, AStopWhileThePostgresqlServerIsFrozenEndsAtItsBound) {
     b->kill(SIGTERM);
     ASSERT_TRUE(b->wait_for(std::chrono::seconds(30))) << IngestHarness::read_file(log_b);
     EXPECT_EQ(b->exit_code(), 0) << IngestHarness::read_file(log_b);
+    h.check_accounting(manifest);
+}
+
+// A lock on the history held longer than pg.lock_timeout_ms (shortened to 300 ms), as a
+// migration that builds an index on the parent table holds SHARE on every partition for as long
+// as the build takes: each batch's COPY waits at most the timeout, fails with 55P03, is rolled
+// back and retried with backoff; nothing is stored meanwhile, and once the lock goes every
+// message is stored exactly once.
+TEST(Delivery, ALockOnTheHistoryHeldPastTheLockTimeoutDelaysBatchesAndLosesNothing) {
+    IngestHarness h("lockheld", 2);
+    h.produce(20, 300);
+    auto manifest = load_manifest(h.manifest_path());  // the next produce writes a new one
+    const std::string log = h.dir() + "/trackd.log";
+    auto t = h.start_trackd({{"TRACKD_PG_LOCK_TIMEOUT_MS", "300"}}, log);
+    ASSERT_TRUE(h.wait_drained(300, std::chrono::seconds(120))) << IngestHarness::read_file(log);
+
+    db::Connection holder(h.trackd_env().at("TRACKD_PG_DSN"), "test lock holder");
+    holder.exec_script(
+        "BEGIN; LOCK TABLE trackd.vehicle_telemetry_history, trackd.vehicle_current_state IN "
+        "SHARE MODE");
+    {  // vehicles of their own
+        ChildProcess fleet(h.fleet_command(20, 300, 0, {"--id-prefix", "late-"}), {},
+                           h.dir() + "/fleet2.log");
+        ASSERT_EQ(fleet.wait(), 0) << IngestHarness::read_file(h.dir() + "/fleet2.log");
+    }
+    for (auto& entry : load_manifest(h.manifest_path())) manifest.insert(entry);
+    ASSERT_EQ(manifest.size(), 600U);
+    ASSERT_TRUE(wait_for_text(log, "lock timeout", std::chrono::seconds(60)))
+        << IngestHarness::read_file(log);
+    std::this_thread::sleep_for(std::chrono::seconds(3));  // several retries, all refused
+    EXPECT_EQ(h.committed_messages(), 300) << "a batch was stored past the lock";
+    holder.exec_script("COMMIT");
+
+    ASSERT_TRUE(h.wait_drained(600, std::chrono::seconds(120))) << IngestHarness::read_file(log);
+    t->kill(SIGTERM);
+    ASSERT_TRUE(t->wait_for(std::chrono::seconds(30)));
+    EXPECT_EQ(t->exit_code(), 0) << IngestHarness::read_file(log);
+    const auto out = IngestHarness::read_file(log);
+    EXPECT_NE(out.find("database reachable again"), std::string::npos) << out;
     h.check_accounting(manifest);
 }
 
