@@ -36,9 +36,11 @@ checked), so the tests put this in front of it:
                                      PART: to the part uploads of a multipart upload only
                                      (PUT …?partNumber=N&uploadId=…)
   --s3-faults-after N                the first N requests the faults apply to pass unharmed
-  --s3-clock-offset-s N              every time the S3 server states (Last-Modified, Date, a
-                                     listing's LastModified) moved by N seconds, as a server
-                                     whose clock is N seconds off would state it
+  --s3-clock-offset-s N              the time the S3 server stamped on each object (a HEAD's
+                                     Last-Modified, a listing's LastModified) moved by N seconds,
+                                     as a server whose clock is N seconds off stamps them. (Not
+                                     Date: the AWS SDK would sign by it, and a server that
+                                     checks request times, as MinIO does, would refuse them.)
 
 A commit the server cannot be reached for is not answered: the client's connection is closed,
 as a server killed mid-request would leave it; any other request gets a 502.
@@ -144,12 +146,6 @@ def main():
 
         def log_message(self, *a):
             pass
-
-        def date_time_string(self, timestamp=None):
-            """The Date of every answer, on the S3 server's clock."""
-            if timestamp is None:
-                timestamp = time.time()
-            return super().date_time_string(timestamp + args.s3_clock_offset_s)
 
         def reply(self, status, body=b"", content_type="application/json"):
             self.send_response(status)
@@ -273,8 +269,10 @@ def main():
             if args.s3 and self.s3_fault(method, path):
                 return
             if args.s3:
+                # Host as the client signed it, the rest as sent. (The body's own S3 chunk
+                # framing, aws-chunked with its checksum trailer, stays in the body.)
                 headers = {k: v for k, v in self.headers.items()
-                           if k.lower() not in ("host", "content-length", "connection", "expect",
+                           if k.lower() not in ("content-length", "connection", "expect",
                                                 "transfer-encoding")}
                 headers.update(self.trailers)
             else:

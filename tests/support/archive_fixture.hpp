@@ -50,7 +50,8 @@ enum class StorageKind { local, s3 };
 inline const char* to_string(CatalogKind k) { return k == CatalogKind::rest ? "rest" : "jdbc"; }
 
 // The key pair trackd, the REST catalog server (scripts/iceberg-rest.sh) and the readers
-// (archive_check.py) use with the test S3 server, which accepts any.
+// (archive_check.py) use with the test S3 server (moto accepts any; a MinIO started with it as its
+// root user checks it).
 inline const char* kS3KeyId = "trackd-test";
 inline const char* kS3Secret = "trackd-test-secret";
 
@@ -60,10 +61,13 @@ struct ArchiveSetup {
     StorageKind storage = StorageKind::local;
 };
 
-// Creates a bucket on the test S3 server (path-style PUT; moto needs no signature for it).
+// Creates a bucket on the test S3 server (a path-style PUT, signed with the tests' key pair).
 inline std::string make_bucket(const std::string& name) {
-    const auto r =
-        run_command("curl -sS -f -X PUT -o /dev/null " + shell_quote(s3_endpoint() + "/" + name));
+    const auto r = run_command(
+        "curl -sS -f -X PUT -o /dev/null --aws-sigv4 aws:amz:us-east-1:s3 "
+        "--user " +
+        shell_quote(std::string(kS3KeyId) + ":" + kS3Secret) + " " +
+        shell_quote(s3_endpoint() + "/" + name));
     EXPECT_EQ(r.exit_code, 0) << "creating bucket " << name << " on " << s3_endpoint() << ": "
                               << r.output;
     return name;
