@@ -23,6 +23,8 @@
 #                             above can be overridden): CATALOG_S3_ENDPOINT,
 #                             CATALOG_S3_PATH__STYLE__ACCESS, CATALOG_S3_ACCESS__KEY__ID,
 #                             CATALOG_S3_SECRET__ACCESS__KEY, CATALOG_CLIENT_REGION
+#   TRACKD_TEST_REST_PAUSE_ARM  for the crash tests: metadata files written while this file
+#                             exists stop the server after writing them (see the main's comment)
 #   TRACKD_CACHE_DIR          jar cache root (default ~/.cache/trackd, shared by every clone)
 #   TRACKD_LOCAL_DIR          state root (default <repo>/.local): iceberg-rest/, logs/iceberg-rest.log
 #   ICEBERG_REST_HEAP         JVM heap flags (default "-Xmx384m")
@@ -37,6 +39,8 @@ heap="${ICEBERG_REST_HEAP:--Xmx384m}"
 MVN="${MVN:-mvn}"
 DEP_PLUGIN="org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 main_class="org.apache.iceberg.rest.LoopbackRestCatalogServer"
+main_source="$here/iceberg-rest/LoopbackRestCatalogServer.java"
+classes="$cache/classes-$(sha256sum "$main_source" | cut -c1-12)"
 
 service=iceberg-rest port_var=LOCAL_ICEBERG_REST_PORT process_marker="$main_class"
 # shellcheck source=scripts/service-lib.sh
@@ -44,24 +48,30 @@ source "$here/service-lib.sh"
 answers() { curl -fsS -m 2 "http://127.0.0.1:$port/v1/config" >/dev/null 2>&1; }
 
 resolve() {
-  [[ -f "$cache/classes/.done" ]] && return 0
+  [[ -f "$classes/.done" ]] && return 0
   command -v "$MVN" >/dev/null || die "maven ('$MVN') not found (scripts/setup.sh installs it)"
   command -v javac >/dev/null || die "javac not found (scripts/setup.sh installs a JDK)"
   mkdir -p "$cache"
   exec 8>"$cache/.lock"
   flock 8
-  if [[ ! -f "$cache/classes/.done" ]]; then
+  # The jars once per pom (classes/.done: the marker of a cache made before the main was keyed).
+  if [[ ! -f "$cache/libs/.done" && ! -f "$cache/classes/.done" ]]; then
     say "resolving the Iceberg REST catalog server's jars with maven (first run only)"
-    rm -rf "$cache/libs" "$cache/classes"
+    rm -rf "$cache/libs"
     if ! "$MVN" -B -q -f "$here/iceberg-rest/pom.xml" "$DEP_PLUGIN:copy-dependencies" \
       -DincludeScope=runtime -DoutputDirectory="$cache/libs" >"$cache/mvn.log" 2>&1; then
       tail -n 30 "$cache/mvn.log" >&2
       die "maven could not resolve the REST catalog server (full output: $cache/mvn.log)"
     fi
-    mkdir -p "$cache/classes"
-    javac -nowarn -d "$cache/classes" -cp "$cache/libs/*" "$here/iceberg-rest/LoopbackRestCatalogServer.java"
-    touch "$cache/classes/.done"
+    touch "$cache/libs/.done"
     say "resolved $(find "$cache/libs" -name '*.jar' | wc -l) jars"
+  fi
+  # The main once per version of its source.
+  if [[ ! -f "$classes/.done" ]]; then
+    rm -rf "$classes"
+    mkdir -p "$classes"
+    javac -nowarn -d "$classes" -cp "$cache/libs/*" "$main_source"
+    touch "$classes/.done"
   fi
   exec 8>&-
 }
@@ -92,7 +102,7 @@ start() {
     export CATALOG_S3_ACCESS__KEY__ID="${CATALOG_S3_ACCESS__KEY__ID:-trackd-test}"
     export CATALOG_S3_SECRET__ACCESS__KEY="${CATALOG_S3_SECRET__ACCESS__KEY:-trackd-test-secret}"
     export CATALOG_CLIENT_REGION="${CATALOG_CLIENT_REGION:-us-east-1}"
-    exec setsid nohup java "${heap_opts[@]}" -XX:+UseSerialGC -cp "$cache/classes:$cache/libs/*" \
+    exec setsid nohup java "${heap_opts[@]}" -XX:+UseSerialGC -cp "$classes:$cache/libs/*" \
       "$main_class" </dev/null >>"$log_file" 2>&1 9>&- 8>&-
   ) &
   echo $! >"$pid_file"

@@ -1716,5 +1716,76 @@ TEST(ArchiveRest, ServerKilledMidCommitOutcomeReadFromTheTable) {
     }
 }
 
+// The REST catalog server SIGKILLed inside its own commit: after it wrote the new metadata file
+// and before its catalog's pointer moved (the JDBC catalog's UPDATE of its SQLite row). The
+// server's FileIO stops there on purpose (TRACKD_TEST_REST_PAUSE_ARM,
+// scripts/iceberg-rest/LoopbackRestCatalogServer.java). The archiver gets no answer, cannot read
+// the table while the server is down, so its round fails keeping its files; once the server is
+// back the next round finds the table at the base and archives the batch again, once. The metadata
+// file the server wrote is an orphan, which the clean-up deletes; nothing the table references goes
+// with it.
+TEST(ArchiveRest, ServerKilledInsideItsOwnCommitLeavesTheTableAtItsBase) {
+    const std::string arm =
+        ::testing::TempDir() + "archrestinside-" + std::to_string(getpid()) + ".arm";
+    fs::remove(arm);
+    const OwnIcebergRest rest("archrestinside", {{"TRACKD_TEST_REST_PAUSE_ARM", arm}});
+    TestDatabase db("archrestinside", Schema::migrated);
+    ArchiveFixture a(db.dsn(), "archrestinside", CatalogKind::rest, rest.uri());
+    db::Connection conn(db.dsn(), "test writer");
+    insert_rows(conn, 1, 30);
+    const auto first = a.archive("--once");
+    ASSERT_EQ(first.exit_code, 0) << first.output;
+    const auto before = a.stored_files("/metadata");
+
+    std::ofstream(arm) << "armed";
+    insert_rows(conn, 2, 30);
+    const std::string log =
+        ::testing::TempDir() + "archrestinside-" + std::to_string(getpid()) + ".log";
+    fs::remove(log);
+    auto archiver = a.start_archiver(log, {{"TRACKD_ARCHIVE_REST_TIMEOUT_MS", "60000"},
+                                           {"TRACKD_ARCHIVE_MAINTENANCE_INTERVAL_S", "0"},
+                                           {"TRACKD_ARCHIVE_COMPACTION_INTERVAL_S", "0"}});
+    ASSERT_TRUE(wait_for_log(rest.log(), "paused after writing", std::chrono::seconds(60)))
+        << IngestHarness::read_file(rest.log()) << IngestHarness::read_file(log);
+    rest.kill();
+    fs::remove(arm);
+    ASSERT_TRUE(wait_for_log(log, "archive commit outcome unknown, reading the catalog back",
+                             std::chrono::seconds(60)))
+        << IngestHarness::read_file(log);
+    ASSERT_TRUE(wait_for_log(log, "archive failed, retrying", std::chrono::seconds(60)))
+        << IngestHarness::read_file(log);
+    // The server's new metadata file is complete in the warehouse, and not the table's.
+    std::vector<std::string> written;
+    for (const auto& f : a.stored_files("/metadata")) {
+        if (before.count(f) == 0 && f.ends_with(".metadata.json")) {  // not Hadoop's ".crc"
+            written.push_back(f);
+        }
+    }
+    ASSERT_EQ(written.size(), 1U) << "the metadata file the server wrote before it was killed";
+
+    rest.start();
+    ASSERT_TRUE(wait_for_value(db.dsn(), kAllArchived, 0, std::chrono::seconds(120)))
+        << IngestHarness::read_file(log);
+    archiver->kill(SIGTERM);
+    EXPECT_EQ(archiver->wait(), 0);
+    // The round whose outcome stayed unknown failed; the next one started over from the table.
+    const auto out = IngestHarness::read_file(log);
+    EXPECT_EQ(count_of(out, "archive committed"), 1U) << "archived again, once\n" << out;
+    auto f = a.check("files");
+    EXPECT_EQ(f.at("snapshots"), "2") << "a snapshot of the same rows twice";
+    EXPECT_EQ(f.at("missing_files"), "0");
+    EXPECT_NE(f.at("metadata_location"), written[0]);
+    const auto c = a.check("compare");
+    expect_exact(c);
+    EXPECT_EQ(c.at("iceberg_rows"), "60");
+
+    const auto r = a.archive("maintain", {{"TRACKD_ARCHIVE_ORPHAN_MIN_AGE_S", "0"}});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(a.stored_files("/metadata").count(written[0]), 0U) << "the orphan is still there";
+    f = a.check("files");
+    EXPECT_EQ(f.at("missing_files"), "0");
+    expect_exact(a.check("compare"));
+}
+
 }  // namespace
 }  // namespace trackd::test

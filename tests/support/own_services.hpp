@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -125,8 +126,9 @@ class OwnKafka {
 // it is killed and started again. Tables are created with the test's own location.
 class OwnIcebergRest {
   public:
-    explicit OwnIcebergRest(const std::string& tag)
-        : dir_(temp_dir(tag + "-rest")), port_(free_port()) {
+    // `env`: more of the server's environment (TRACKD_TEST_REST_PAUSE_ARM, CATALOG_*).
+    explicit OwnIcebergRest(const std::string& tag, std::map<std::string, std::string> env = {})
+        : dir_(temp_dir(tag + "-rest")), port_(free_port()), env_(std::move(env)) {
         start();
     }
     ~OwnIcebergRest() {
@@ -137,6 +139,7 @@ class OwnIcebergRest {
     OwnIcebergRest& operator=(const OwnIcebergRest&) = delete;
 
     [[nodiscard]] std::string uri() const { return "http://127.0.0.1:" + std::to_string(port_); }
+    [[nodiscard]] std::string log() const { return dir_ + "/logs/iceberg-rest.log"; }
 
     void start() const {
         const auto r = ctl("start");
@@ -162,7 +165,9 @@ class OwnIcebergRest {
     }
 
     CommandResult ctl(const std::string& args) const {
-        return run_command("TRACKD_LOCAL_DIR=" + shell_quote(dir_) +
+        std::string env;
+        for (const auto& [k, v] : env_) env += k + "=" + shell_quote(v) + " ";
+        return run_command(env + "TRACKD_LOCAL_DIR=" + shell_quote(dir_) +
                            " LOCAL_ICEBERG_REST_PORT=" + std::to_string(port_) + " " +
                            std::string(TRACKD_SOURCE_DIR) + "/scripts/iceberg-rest.sh " + args);
     }
@@ -170,6 +175,7 @@ class OwnIcebergRest {
   private:
     std::string dir_;
     unsigned short port_;
+    std::map<std::string, std::string> env_;
 };
 
 }  // namespace trackd::test
