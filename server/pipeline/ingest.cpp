@@ -313,12 +313,16 @@ class Ingest final : public source::PartitionOwner {
     void with_retry(const char* what, Fn&& fn, Sink* sink = nullptr,
                     const std::atomic<bool>* abandon = nullptr) {
         auto delay = std::chrono::milliseconds(100);
-        // An outage is logged when it starts, once a minute while it lasts, and when it ends.
+        // An outage is logged when it starts, once a minute while it lasts, and when it ends:
+        // a lost connection as the database unavailable, any other retryable error (a lock or
+        // statement timeout, a serialization failure, no resources) as the database refusing.
         core::log::Recurring unavailable(core::log::Level::warn, "database unavailable, retrying");
+        core::log::Recurring refused(core::log::Level::warn, "database refused, retrying");
         for (;;) {
             try {
                 fn();
                 unavailable.over("database reachable again", {{"during", what}});
+                refused.over("database accepts again", {{"during", what}});
                 return;
             } catch (const db::DbError& e) {
                 if (!retryable(e)) {
@@ -327,9 +331,10 @@ class Ingest final : public source::PartitionOwner {
                 }
                 metrics_.db_errors_retryable.inc();
                 metrics_.db_retries.inc();
-                unavailable.occurred({{"during", what},
-                                      {"error", e.what()},
-                                      {"retry_in_ms", std::to_string(delay.count())}});
+                (e.connection_lost() ? unavailable : refused)
+                    .occurred({{"during", what},
+                               {"error", e.what()},
+                               {"retry_in_ms", std::to_string(delay.count())}});
             }
             const auto until = Clock::now() + delay;
             while (Clock::now() < until) {

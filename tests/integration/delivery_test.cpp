@@ -407,7 +407,10 @@ TEST(Delivery, ALockOnTheHistoryHeldPastTheLockTimeoutDelaysBatchesAndLosesNothi
     ASSERT_TRUE(t->wait_for(std::chrono::seconds(30)));
     EXPECT_EQ(t->exit_code(), 0) << IngestHarness::read_file(log);
     const auto out = IngestHarness::read_file(log);
-    EXPECT_NE(out.find("database reachable again"), std::string::npos) << out;
+    EXPECT_NE(out.find("database refused, retrying during=\"commit batch\""), std::string::npos)
+        << out;
+    EXPECT_NE(out.find("database accepts again"), std::string::npos) << out;
+    EXPECT_EQ(out.find("database unavailable"), std::string::npos) << "a lock wait is no outage";
     h.check_accounting(manifest);
 }
 
