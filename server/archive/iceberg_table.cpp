@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -937,19 +938,27 @@ int IcebergTable::delete_orphans(const MaintenanceOptions& o) {
     }
     int deleted = 0;
     // Ages on the storage's clock, the one that stamped the files: on this host's, a server
-    // whose clock is behind would make a commit in progress look old enough to delete.
-    const auto storage_now = io_.stamp_now(location_ + "/metadata/.trackd-clock-" + uuid4());
-    const auto skew_s =
-        std::chrono::duration<double>(storage_now - std::chrono::system_clock::now());
-    if (std::abs(skew_s.count()) >= kClockSkewWarningS) {
-        core::log::warn(
-            fmt::format("archive storage's clock is {} s {} this host's; orphan ages are "
-                        "measured on the storage's clock",
-                        std::lround(std::abs(skew_s.count())),
-                        skew_s.count() < 0 ? "behind" : "ahead of"),
-            {{"table", ident_.dotted()}});
-    }
-    const auto horizon = storage_now - std::chrono::milliseconds(o.orphan_min_age_ms);
+    // whose clock is behind would make a commit in progress look old enough to delete. Read
+    // once, and only when there is an unreferenced file to judge.
+    std::optional<std::chrono::system_clock::time_point> horizon;
+    const auto old_enough = [&](const StoredFile& f) {
+        if (!horizon) {
+            const auto storage_now =
+                io_.stamp_now(location_ + "/metadata/.trackd-clock-" + uuid4());
+            const double skew_s =
+                std::chrono::duration<double>(storage_now - std::chrono::system_clock::now())
+                    .count();
+            if (std::abs(skew_s) >= kClockSkewWarningS) {
+                core::log::warn(
+                    fmt::format("archive storage's clock is {} s {} this host's; "
+                                "orphan ages are measured on the storage's clock",
+                                std::lround(std::abs(skew_s)), skew_s < 0 ? "behind" : "ahead of"),
+                    {{"table", ident_.dotted()}});
+            }
+            horizon = storage_now - std::chrono::milliseconds(o.orphan_min_age_ms);
+        }
+        return f.modified <= *horizon;
+    };
     // A listing of the table's data/ and metadata/ prefixes (on S3: LIST requests, a page of
     // 1000 keys each), then one delete per orphan.
     for (const char* dir : {"/data", "/metadata"}) {
@@ -964,7 +973,7 @@ int IcebergTable::delete_orphans(const MaintenanceOptions& o) {
                 referenced.count(key.substr(0, slash + 1) + name.substr(1, name.size() - 5)) != 0) {
                 continue;
             }
-            if (f.modified > horizon) continue;  // maybe a commit in progress
+            if (!old_enough(f)) continue;  // maybe a commit in progress
             if (io_.remove(f.uri)) ++deleted;
         }
     }

@@ -69,6 +69,30 @@ std::size_t count_of(const std::string& text, const std::string& what) {
     return n;
 }
 
+// The last line of a command's output (a failure's message).
+std::string last_line(const std::string& output) {
+    return output.substr(output.rfind('\n', output.size() - 2) + 1);
+}
+
+// One `archive --once` through a front of the S3 server (rest_proxy.py --s3 with `faults`), with
+// `env`: its result, the front's log and how long the archive took.
+struct ThroughFront {
+    CommandResult run;
+    std::string front;
+    double seconds = 0;
+};
+ThroughFront archive_once_through_s3_front(const ArchiveFixture& a, const std::string& tag,
+                                           std::vector<std::string> faults,
+                                           std::map<std::string, std::string> env) {
+    faults.insert(faults.begin(), "--s3");
+    const HttpFront front(tag, s3_endpoint(), faults);
+    env["TRACKD_ARCHIVE_S3_ENDPOINT"] = front.uri;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto run = a.archive("--once", env);
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - t0;
+    return {std::move(run), front.text(), took.count()};
+}
+
 bool wait_for_log(const std::string& path, const std::string& text, std::chrono::seconds timeout) {
     const auto until = std::chrono::steady_clock::now() + timeout;
     while (std::chrono::steady_clock::now() < until) {
@@ -1032,19 +1056,16 @@ TEST(ArchiveS3, ThrottledFailedAndUnansweredRequestsAreRetriedAndLoseNothing) {
     const auto archive_through = [&](int batch, const std::string& fault, const char* event,
                                      std::size_t faults, const char* method = "PUT") {
         insert_small_batch(conn, batch);
-        HttpFront front("archs3faults" + std::to_string(batch), s3_endpoint(),
-                        {"--s3", fault, std::to_string(faults), "--s3-faults-on", method});
-        auto env = retries;
-        env["TRACKD_ARCHIVE_S3_ENDPOINT"] = front.uri;
-        const auto t0 = std::chrono::steady_clock::now();
-        const auto r = a.archive("--once", env);
+        const auto t = archive_once_through_s3_front(
+            a, "archs3faults" + std::to_string(batch),
+            {fault, std::to_string(faults), "--s3-faults-on", method}, retries);
         std::printf("[ measured ] archive --once with %s %zu on %s: %.1f s\n", fault.c_str(),
-                    faults, method,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-        EXPECT_EQ(r.exit_code, 0) << r.output << front.text();
-        EXPECT_EQ(front.count(event), faults) << front.text();
-        EXPECT_NE(r.output.find("archived 7 rows in 1 commits"), std::string::npos) << r.output;
-        return r.output;
+                    faults, method, t.seconds);
+        EXPECT_EQ(t.run.exit_code, 0) << t.run.output << t.front;
+        EXPECT_EQ(count_of(t.front, event), faults) << t.front;
+        EXPECT_NE(t.run.output.find("archived 7 rows in 1 commits"), std::string::npos)
+            << t.run.output;
+        return t.run.output;
     };
     const auto throttled = archive_through(1, "--s3-throttle", "upload throttled 503", 2);
     EXPECT_NE(throttled.find("SlowDown"), std::string::npos) << throttled;
@@ -1066,16 +1087,15 @@ TEST(ArchiveS3, ThrottledFailedAndUnansweredRequestsAreRetriedAndLoseNothing) {
     // the batch once.
     insert_small_batch(conn, 6);
     {
-        HttpFront front("archs3faults6", s3_endpoint(), {"--s3", "--s3-throttle", "100"});
-        auto env = retries;
-        env["TRACKD_ARCHIVE_S3_ENDPOINT"] = front.uri;
-        const auto r = a.archive("--once", env);
+        const auto t =
+            archive_once_through_s3_front(a, "archs3faults6", {"--s3-throttle", "100"}, retries);
+        const auto& r = t.run;
         EXPECT_NE(r.exit_code, 0) << r.output;
         std::printf("[ measured ] throttled past its retries: exit %d, %s", r.exit_code,
-                    r.output.substr(r.output.rfind('\n', r.output.size() - 2) + 1).c_str());
+                    last_line(r.output).c_str());
         EXPECT_EQ(count_of(r.output, "archive storage request failed, retrying"), 3U) << r.output;
         EXPECT_NE(r.output.find("SlowDown"), std::string::npos) << r.output;
-        EXPECT_EQ(front.count("upload throttled 503"), 4U) << front.text();
+        EXPECT_EQ(count_of(t.front, "upload throttled 503"), 4U) << t.front;
     }
     EXPECT_EQ(query_int(db.dsn(), kAllArchived), 1) << "a batch was marked archived";
     const auto again = a.archive("--once", retries);
@@ -1111,40 +1131,35 @@ TEST(ArchiveS3, AMultipartUploadFailingHalfWayIsRetriedOrAbortedAndLosesNothing)
     const std::string dir = a.table_dir();
     constexpr int kRows = 250000;  // a data file of three parts
     // One `archive --once` of a new batch through a front that lets the first part upload
-    // through and then answers part uploads with `fault`; its result and the front's log.
+    // through and then answers part uploads with `fault`.
     const auto archive_through = [&](int batch, const char* fault, const char* faults) {
         insert(batch, kRows);
-        HttpFront front(
-            "archs3parts" + std::to_string(batch), s3_endpoint(),
-            {"--s3", fault, faults, "--s3-faults-on", "PART", "--s3-faults-after", "1"});
-        auto env = retries;
-        env["TRACKD_ARCHIVE_S3_ENDPOINT"] = front.uri;
-        auto r = a.archive("--once", env);
-        return std::pair{r, front.text()};
+        return archive_once_through_s3_front(
+            a, "archs3parts" + std::to_string(batch),
+            {fault, faults, "--s3-faults-on", "PART", "--s3-faults-after", "1"}, retries);
     };
 
-    const auto [retried, retried_front] = archive_through(1, "--s3-error", "2");
-    ASSERT_EQ(retried.exit_code, 0) << retried.output << retried_front;
-    EXPECT_EQ(count_of(retried_front, "part upload failed 500"), 2U) << retried_front;
-    EXPECT_EQ(count_of(retried.output, "archive storage request failed, retrying"), 2U)
-        << retried.output;
+    const auto retried = archive_through(1, "--s3-error", "2");
+    ASSERT_EQ(retried.run.exit_code, 0) << retried.run.output << retried.front;
+    EXPECT_EQ(count_of(retried.front, "part upload failed 500"), 2U) << retried.front;
+    EXPECT_EQ(count_of(retried.run.output, "archive storage request failed, retrying"), 2U)
+        << retried.run.output;
     std::printf("[ measured ] %zu parts uploaded, %zu multipart requests\n",
-                count_of(retried_front, "forwarded part PUT"),
-                count_of(retried_front, "forwarded multipart"));
+                count_of(retried.front, "forwarded part PUT"),
+                count_of(retried.front, "forwarded multipart"));
     EXPECT_EQ(a.check("uploads", "--dir " + shell_quote(dir)).at("uploads"), "0");
 
-    const auto [failed, failed_front] = archive_through(2, "--s3-throttle", "100");
-    EXPECT_NE(failed.exit_code, 0) << failed.output;
-    EXPECT_NE(failed.output.find("SlowDown"), std::string::npos) << failed.output;
-    EXPECT_EQ(count_of(failed_front, "part upload throttled 503"), 4U) << failed_front;
-    EXPECT_EQ(count_of(failed_front, "forwarded part PUT"), 1U) << "the first part\n"
-                                                                << failed_front;
-    EXPECT_GE(count_of(failed_front, "forwarded multipart DELETE"), 1U)
+    const auto failed = archive_through(2, "--s3-throttle", "100");
+    EXPECT_NE(failed.run.exit_code, 0) << failed.run.output;
+    EXPECT_NE(failed.run.output.find("SlowDown"), std::string::npos) << failed.run.output;
+    EXPECT_EQ(count_of(failed.front, "part upload throttled 503"), 4U) << failed.front;
+    EXPECT_EQ(count_of(failed.front, "forwarded part PUT"), 1U) << "the first part\n"
+                                                                << failed.front;
+    EXPECT_GE(count_of(failed.front, "forwarded multipart DELETE"), 1U)
         << "the upload was not aborted\n"
-        << failed_front;
-    std::printf(
-        "[ measured ] throttled past its retries: exit %d, %s", failed.exit_code,
-        failed.output.substr(failed.output.rfind('\n', failed.output.size() - 2) + 1).c_str());
+        << failed.front;
+    std::printf("[ measured ] throttled past its retries: exit %d, %s", failed.run.exit_code,
+                last_line(failed.run.output).c_str());
     EXPECT_EQ(a.check("uploads", "--dir " + shell_quote(dir)).at("uploads"), "0")
         << "an upload left begun";
     EXPECT_EQ(query_int(db.dsn(), kAllArchived), 1) << "a batch was marked archived";
