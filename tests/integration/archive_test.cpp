@@ -47,15 +47,31 @@ bool wait_for_value(const std::string& dsn, const std::string& sql, std::int64_t
     return false;
 }
 
+// The instant a test's rows are written back from, the same for every call in the process (each
+// test is a process of its own): the test's first `now()`, or the last second before midnight
+// UTC when that falls in the first 20 minutes of a day. So rows up to 20 minutes before it lie on
+// one UTC day, and a test's Iceberg day partitions do not depend on the hour it runs at.
+const std::string& rows_time_base(db::Connection& conn) {
+    static const std::string base =
+        conn.query(
+                "SELECT CASE WHEN (now() AT TIME ZONE 'UTC')::time < '00:20' THEN "
+                "date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' - "
+                "interval '1 second' ELSE now() END")
+            .get(0, 0)
+            .value();
+    return base;
+}
+
 // Seven history rows of batch `batch` (3 vehicles, offsets batch * 100 + 1..7), written `batch`
-// minutes and a few seconds back, as a DBA's INSERT through the partitioned table would.
+// minutes and a few seconds before rows_time_base(), as a DBA's INSERT through the partitioned
+// table would: a commit of one is one data file of one day partition.
 void insert_small_batch(db::Connection& conn, int batch) {
     conn.query(
-        "INSERT INTO trackd.vehicle_telemetry_history SELECT 'veh-' || (g % 3), now() - g * "
-        "interval '1 second' - $1::int * interval '1 minute', ST_SetSRID(ST_MakePoint(13 + g * "
-        "0.01, 52, 0), 4326), 10, NULL, NULL, NULL, $1::bigint, 0, $1::bigint * 100 + g FROM "
+        "INSERT INTO trackd.vehicle_telemetry_history SELECT 'veh-' || (g % 3), $2::timestamptz "
+        "- g * interval '1 second' - $1::int * interval '1 minute', ST_SetSRID(ST_MakePoint(13 + "
+        "g * 0.01, 52, 0), 4326), 10, NULL, NULL, NULL, $1::bigint, 0, $1::bigint * 100 + g FROM "
         "generate_series(1, 7) g",
-        {std::to_string(batch)});
+        {std::to_string(batch), rows_time_base(conn)});
 }
 
 // Batches not yet in the archive (0: all of them are).
@@ -783,8 +799,7 @@ TEST(ArchiveS3, OrphansAndExpiredSnapshotsAreDeletedFromTheBucket) {
     ArchiveFixture a(db.dsn(), "archs3maint", kJdbcS3);
     db::Connection conn(db.dsn(), "test");
     auto insert = [&](int batch) { insert_small_batch(conn, batch); };
-    // Six commits, each at least one data file in today's partition (the rows lie within the
-    // last few minutes; across midnight UTC some fall on yesterday: still one partition each).
+    // Six commits, each one data file of one day partition.
     for (int i = 1; i <= 6; ++i) {
         insert(i);
         const auto once = a.archive("--once");
@@ -1183,16 +1198,15 @@ TEST(Archive, CompactionAfter200SmallCommitsKeepsEveryRow) {
     db::Connection conn(db.dsn(), "test");
     auto insert = [&](int batch) {
         conn.query(
-            "INSERT INTO trackd.vehicle_telemetry_history SELECT 'veh-' || (g % 3), now() - "
-            "(g % 2) * interval '1 day' - $1::int * interval '1 second', "
+            "INSERT INTO trackd.vehicle_telemetry_history SELECT 'veh-' || (g % 3), "
+            "$2::timestamptz - (g % 2) * interval '1 day' - $1::int * interval '1 second', "
             "ST_SetSRID(ST_MakePoint(13 + g * 0.01, 52 - $1::int * 0.0001, g), 4326), "
             "CASE WHEN g % 3 = 0 THEN NULL ELSE 10 + g END, 90, NULL, "
             "CASE WHEN g = 1 THEN jsonb_build_object('batch', $1::int) END, $1::bigint, "
             "$1::int % 2, $1::bigint * 100 + g FROM generate_series(1, 6) g",
-            {std::to_string(batch)});
+            {std::to_string(batch), rows_time_base(conn)});
     };
-    // Two days: now and a day earlier, minus up to 200 s (within 200 s of midnight UTC a third
-    // day would appear and the counts below would not hold).
+    // Two days: rows_time_base() and a day earlier, minus up to 200 s.
     for (int i = 1; i <= 200; ++i) insert(i);
     {
         // One snapshot per batch, in one run.
