@@ -58,8 +58,12 @@ class MockCluster {
         c.brokers = brokers_;
         c.topic = "positions";
         c.group = "trackd-source-test";
-        c.properties["session.timeout.ms"] = "6000";
-        c.properties["heartbeat.interval.ms"] = "500";
+        // The mock's group waits session.timeout.ms - 1 s for every member to rejoin a
+        // rebalance (3 s for a group's first join, which a member must outlive: a shorter
+        // timeout expires it while it waits); a real broker's minimum (6 s) made each rebalance
+        // of these tests 5 s.
+        c.properties["session.timeout.ms"] = "3500";
+        c.properties["heartbeat.interval.ms"] = "250";
         return c;
     }
 
