@@ -41,6 +41,10 @@ on_exit() {
     echo "test.sh: FAILED (exit $rc); service logs follow" >&2
     bash "$here/services.sh" logs >&2 || true
   fi
+  if [[ -n ${check_server_pid:-} ]]; then
+    kill "$check_server_pid" 2>/dev/null || true
+    rm -f "$TEST_ARCHIVE_CHECK_SOCKET"
+  fi
   if [[ "${TRACKD_KEEP_SERVICES:-0}" != 1 ]]; then
     bash "$here/services.sh" stop >/dev/null 2>&1 || true
   fi
@@ -96,6 +100,24 @@ bash "$here/fuzz.sh" "${TRACKD_FUZZ_SECONDS:-10}"
 
 step "start local services"
 bash "$here/services.sh" start
+
+# The archive tests' reader checks (tests/integration/archive_check.py) go to one server that
+# has imported PyIceberg, DuckDB and the rest once and forks for each check: started afresh,
+# each check spent most of its CPU importing them (a third of the archive tests' CPU).
+export TEST_ARCHIVE_CHECK_SOCKET="${TMPDIR:-/tmp}/trackd-archive-check.$$.sock"
+"$repo/.venv/bin/python" "$repo/tests/integration/archive_check.py" serve \
+  --socket "$TEST_ARCHIVE_CHECK_SOCKET" >"$repo/build/archive-check.log" 2>&1 &
+check_server_pid=$!
+for _ in $(seq 300); do
+  [[ -S $TEST_ARCHIVE_CHECK_SOCKET ]] && break
+  kill -0 "$check_server_pid" 2>/dev/null || break
+  sleep 0.2
+done
+[[ -S $TEST_ARCHIVE_CHECK_SOCKET ]] || {
+  cat "$repo/build/archive-check.log" >&2
+  echo "test.sh: archive_check.py serve did not start" >&2
+  exit 1
+}
 
 # The fault suite (docs/reliability.md, release build, each case once) runs in the background
 # beside the unit and integration tests of both builds, from their start: most of its time is

@@ -21,6 +21,13 @@ Prints `key=value` lines that the C++ test asserts on; exits non-zero only when 
 
 With --s3 ENDPOINT, s3:// locations are read from that S3 server (PyIceberg through pyarrow's
 S3 filesystem, DuckDB through its httpfs extension, path-style, the tests' key pair).
+
+  serve --socket PATH  imports the readers once and answers each request on the Unix socket in
+           a process forked from it (scripts/test.sh starts one for the whole suite, and the tests
+           find it through TEST_ARCHIVE_CHECK_SOCKET): most of a check's CPU was Python importing
+           PyIceberg, SQLAlchemy and DuckDB. A request is one line, the arguments as a shell
+           would split them; the answer is the command's output, then a NUL byte and its exit
+           status.
 """
 import argparse
 import glob
@@ -401,6 +408,52 @@ def uploads(args):
     print(f"uploads={len(found)}")
 
 
+# What the commands import, imported once by `serve` before it forks.
+READERS = ("pyarrow", "pyarrow.fs", "pyarrow.parquet", "pyiceberg.catalog.sql",
+           "pyiceberg.catalog.rest", "pyiceberg.expressions", "duckdb", "fastavro", "psycopg2",
+           "boto3", "requests")
+
+
+def serve(path):
+    import shlex
+    import signal
+    import socket
+    import traceback
+
+    for name in READERS:
+        importlib.import_module(name)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children reaped by the kernel
+    if os.path.exists(path):
+        os.unlink(path)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path + ".new")
+    listener.listen(64)
+    os.rename(path + ".new", path)  # there once it answers
+    print(f"archive_check: serving on {path}", flush=True)
+    while True:
+        conn, _ = listener.accept()
+        if os.fork() != 0:
+            conn.close()
+            continue
+        listener.close()
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        code = 1
+        try:
+            request = conn.makefile("rb").readline().decode()
+            os.dup2(conn.fileno(), 1)
+            os.dup2(conn.fileno(), 2)
+            sys.argv = ["archive_check.py"] + shlex.split(request)
+            code = main()
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+        except BaseException:  # a request's failure is its answer
+            traceback.print_exc()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.write(1, b"\0" + str(code).encode())
+        os._exit(0)
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -430,10 +483,14 @@ def main():
     pp.add_argument("--uri", required=True)
     up = sub.add_parser("uploads")
     up.add_argument("--dir", required=True)
+    sv = sub.add_parser("serve")
+    sv.add_argument("--socket", required=True)
     p.add_argument("--s3", help="the S3 server's endpoint URL, for s3:// locations")
     args = p.parse_args()
     global ARGS
     ARGS = args
+    if args.cmd == "serve":
+        return serve(args.socket)
     {"compare": compare, "avro": avro, "table": table_info, "touch": touch,
      "files": files, "values": values, "ls": ls, "put": put, "uploads": uploads}[args.cmd](args)
     return 0

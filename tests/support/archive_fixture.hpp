@@ -9,7 +9,11 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -18,6 +22,9 @@
 #include <string>
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include "support/child_process.hpp"
 #include "support/process.hpp"
@@ -172,7 +179,7 @@ class ArchiveFixture {
         if (kind_ == CatalogKind::rest && what != "avro" && extra.empty()) {
             args += " --rest " + shell_quote(rest_uri_);
         }
-        const auto r = run_command(checker() + what + args);
+        const auto r = run_checker(what + args);
         EXPECT_EQ(r.exit_code, 0) << r.output;
         return parse_kv(r.output);
     }
@@ -181,7 +188,7 @@ class ArchiveFixture {
     [[nodiscard]] std::set<std::string> stored_files(const std::string& under = {}) const {
         std::set<std::string> out;
         const std::string dir = table_dir() + under;
-        const auto r = run_command(checker() + "ls --dir " + shell_quote(dir));
+        const auto r = run_checker("ls --dir " + shell_quote(dir));
         EXPECT_EQ(r.exit_code, 0) << r.output;
         std::istringstream in(r.output);
         for (std::string line; std::getline(in, line);) {
@@ -191,12 +198,57 @@ class ArchiveFixture {
     }
 
   private:
-    // archive_check.py in the project's .venv, told where the S3 server is.
-    [[nodiscard]] std::string checker() const {
-        std::string py = std::string(TRACKD_SOURCE_DIR) + "/.venv/bin/python " + TRACKD_SOURCE_DIR +
-                         "/tests/integration/archive_check.py ";
-        if (storage_ == StorageKind::s3) py += "--s3 " + shell_quote(s3_endpoint()) + " ";
-        return py;
+    // archive_check.py with `args` (quoted for the shell), told where the S3 server is: through
+    // the server scripts/test.sh starts for the suite (TEST_ARCHIVE_CHECK_SOCKET), which has
+    // the readers imported, or else in the project's .venv as a process of its own.
+    [[nodiscard]] CommandResult run_checker(const std::string& args) const {
+        std::string line;
+        if (storage_ == StorageKind::s3) line += "--s3 " + shell_quote(s3_endpoint()) + " ";
+        line += args;
+        const char* server = std::getenv("TEST_ARCHIVE_CHECK_SOCKET");
+        if (server != nullptr && *server != '\0') return ask_check_server(server, line);
+        return run_command(std::string(TRACKD_SOURCE_DIR) + "/.venv/bin/python " +
+                           TRACKD_SOURCE_DIR + "/tests/integration/archive_check.py " + line);
+    }
+
+    // One request to `archive_check.py serve`: the arguments' line; the answer is the output,
+    // a NUL byte and the exit status (none: the check died).
+    static CommandResult ask_check_server(const std::string& path, const std::string& line) {
+        CommandResult r;
+        sockaddr_un addr{};
+        addr.sun_family = AF_UNIX;
+        const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0 || path.size() >= sizeof addr.sun_path) {
+            r.output = "archive_check.py server " + path + ": no socket";
+            if (fd >= 0) ::close(fd);
+            return r;
+        }
+        std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+        const std::string request = line + "\n";
+        bool sent = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+        for (std::size_t at = 0; sent && at < request.size();) {
+            const auto n = ::send(fd, request.data() + at, request.size() - at, MSG_NOSIGNAL);
+            sent = n > 0;
+            if (sent) at += static_cast<std::size_t>(n);
+        }
+        if (!sent) {
+            r.output = "archive_check.py server " + path + ": " + std::strerror(errno);
+            ::close(fd);
+            return r;
+        }
+        std::array<char, 65536> buf{};
+        for (ssize_t n = 0; (n = ::read(fd, buf.data(), buf.size())) > 0;) {
+            r.output.append(buf.data(), static_cast<std::size_t>(n));
+        }
+        ::close(fd);
+        const auto nul = r.output.rfind('\0');
+        if (nul == std::string::npos) {
+            r.output += "\n(archive_check.py server: the check ended without an exit status)";
+            return r;
+        }
+        r.exit_code = std::atoi(r.output.c_str() + nul + 1);
+        r.output.resize(nul);
+        return r;
     }
 
     std::string dsn_;
