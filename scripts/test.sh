@@ -42,6 +42,7 @@ on_exit() {
     bash "$here/services.sh" logs >&2 || true
   fi
   if [[ -n ${check_server_pid:-} ]]; then
+    pkill -P "$check_server_pid" 2>/dev/null || true # a check still running
     kill "$check_server_pid" 2>/dev/null || true
     rm -f "$TEST_ARCHIVE_CHECK_SOCKET"
   fi

@@ -237,7 +237,10 @@ class ArchiveFixture {
             return r;
         }
         std::array<char, 65536> buf{};
-        for (ssize_t n = 0; (n = ::read(fd, buf.data(), buf.size())) > 0;) {
+        for (;;) {
+            const ssize_t n = ::read(fd, buf.data(), buf.size());
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) break;
             r.output.append(buf.data(), static_cast<std::size_t>(n));
         }
         ::close(fd);
