@@ -1,9 +1,11 @@
 // Waiting for a condition and reading trackd's text logs (fault and crash tests).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
 #include <thread>
@@ -48,6 +50,22 @@ inline std::set<int> claimed_partitions(const std::string& path, std::size_t fro
         if (n < from_line || line.find("claimed partition") == std::string::npos) continue;
         const auto p = log_value(line, "partition");
         if (!p.empty()) out.insert(std::stoi(p));
+    }
+    return out;
+}
+
+// The highest epoch with which a trackd log says it claimed each partition
+// (`claimed partition partition=P epoch=E`).
+inline std::map<int, long> claimed_epochs(const std::string& path) {
+    std::ifstream in(path);
+    std::map<int, long> out;
+    for (std::string line; std::getline(in, line);) {
+        if (line.find("claimed partition") == std::string::npos) continue;
+        const auto p = log_value(line, "partition");
+        const auto e = log_value(line, "epoch");
+        if (p.empty() || e.empty()) continue;
+        auto& epoch = out[std::stoi(p)];
+        epoch = std::max(epoch, std::stol(e));
     }
     return out;
 }
