@@ -18,12 +18,18 @@
 #   brin-only     neither the SP-GiST nor a vehicle index: BRINs on recorded_at and ingest_batch_id
 #   cells         hashes on vehicle_id and on the position's geohash cell (ST_GeoHash(geom, 7),
 #                 ~150 m), a BRIN on recorded_at: the cheapest per-row indexes for a track and a bbox
+#   gin-cells     cells with a GIN (btree_gin, pending list of 4 MB) on a 0.01° grid cell in place
+#                 of the geohash's hash
+#   gin           GINs on hashtext(vehicle_id) and on that cell, a BRIN on recorded_at: entries
+#                 wait in each GIN's pending list and are merged BENCH_GIN_PENDING_KB (4096) at a
+#                 time; what is left at the end is merged before the run's time is taken
 #   no-time-brin  trackd's set without the BRIN on recorded_at (the closed set before V0019)
 #   time-btree    trackd's set with a btree on recorded_at in place of its BRIN
 # (--sets: these, or some of them; trackd's set always runs first, as the reference.)
 # The sets after defer are not layouts trackd offers; they are here to price each index. hash answers a
 # vehicle's track out of time order, no-vehicle and brin-only answer a track or a bbox by
-# scanning, and cells a bbox only through the cells it covers (QGIS's && cannot use them).
+# scanning, cells, gin-cells and gin a bbox only through the cells it covers (QGIS's && cannot
+# use them), and gin reads its whole pending list for each key a query looks up.
 # Each set replaces trackd.history_closed_indexes() in its database (use_history_index_set,
 # bench/lib.sh), so trackd's indexer keeps to it.
 # Prints rows/s per run, the best of each set and its ratio to trackd's own set, measured in one
@@ -58,18 +64,21 @@ bench_workload "$workload"
 
 bench_scratch index-cost
 
-all_sets=(trackd defer hash no-vehicle brin-only bloom cells no-time-brin time-btree)
+all_sets=(trackd defer hash no-vehicle brin-only bloom cells gin-cells gin no-time-brin time-btree)
 sets=(trackd)
 for set in "${chosen[@]:-${all_sets[@]}}"; do
   [[ " ${all_sets[*]} " == *" $set "* ]] || die "--sets: '$set' is not one of ${all_sets[*]}"
   [[ "$set" == trackd ]] || sets+=("$set")
 done
 # The closed set each variant gives its database's partitions (name suffix, definition).
+gin_with="WITH (gin_pending_list_limit = ${BENCH_GIN_PENDING_KB:-4096})"
 declare -A closed_set=(
   [hash]="('_geom_spgist', 'USING spgist (geom)'), ('_vehicle_hash', 'USING hash (vehicle_id)')"
   [no-vehicle]="('_geom_spgist', 'USING spgist (geom)')"
   [brin-only]="('_recorded_brin', 'USING brin (recorded_at)')"
   [cells]="('_vehicle_hash', 'USING hash (vehicle_id)'), ('_cell_hash', 'USING hash ((ST_GeoHash(geom, 7)))'), ('_recorded_brin', 'USING brin (recorded_at)')"
+  [gin-cells]="('_vehicle_hash', 'USING hash (vehicle_id)'), ('_cell_gin', 'USING gin ((floor(ST_X(geom) * 100)::int8 * 100000 + floor(ST_Y(geom) * 100)::int8)) $gin_with'), ('_recorded_brin', 'USING brin (recorded_at)')"
+  [gin]="('_vehicle_gin', 'USING gin ((hashtext(vehicle_id))) $gin_with'), ('_cell_gin', 'USING gin ((floor(ST_X(geom) * 100)::int8 * 100000 + floor(ST_Y(geom) * 100)::int8)) $gin_with'), ('_recorded_brin', 'USING brin (recorded_at)')"
   [no-time-brin]="('_geom_spgist', 'USING spgist (geom) WHERE geom IS NOT NULL'), ('_vehicle_time_idx', '(vehicle_id, recorded_at DESC)')"
   [time-btree]="('_geom_spgist', 'USING spgist (geom) WHERE geom IS NOT NULL'), ('_vehicle_time_idx', '(vehicle_id, recorded_at DESC)'), ('_time_idx', '(recorded_at)')"
   [bloom]="('_geom_spgist', 'USING spgist (geom)'), ('_vehicle_bloom', 'USING brin (vehicle_id text_bloom_ops (n_distinct_per_range = 300, false_positive_rate = 0.01)) WITH (pages_per_range = 4, autosummarize = on)')"
@@ -81,6 +90,7 @@ run_set() {
   local set="$1" i="$2" db="bench_index_cost_${tag}_$2" group="bench-index-cost-${tag}-$1-$2"
   local t0 t1 m0 m1 dsn
   new_db "$db"
+  [[ "$set" != gin* ]] || psql_at "$db" -c "CREATE EXTENSION IF NOT EXISTS btree_gin" >/dev/null
   [[ -z "${closed_set[$set]:-}" ]] || use_history_index_set "$db" "${closed_set[$set]}"
   dsn="$(dsn_of "$db")"
   say "$set, run $i"
@@ -94,6 +104,10 @@ run_set() {
   "$bench_bin/bench/trackd-bench-watch" --dsn "$dsn" --group "$group" --topic "$topic" \
     --total "$sent" --interval-ms 50 --timeout-s 1800 >"$work/watch_${set}_$i.out" ||
     die "trackd did not commit all $sent messages (log: $work/trackd_${set}_$i.log)"
+  # A GIN's entries wait in its pending list until it is merged (at 4 MB, or by autovacuum):
+  # the merge of what is left counts in the set's time.
+  [[ "$set" != gin* ]] || psql_at "$db" -c "SELECT gin_clean_pending_list(c.oid) FROM pg_class c
+      JOIN pg_am a ON a.oid = c.relam WHERE a.amname = 'gin'" >/dev/null
   t1=$(date +%s.%N)
   m1="$(machine_jiffies)"
   {
@@ -135,7 +149,7 @@ report="$work/report.md"
   echo "- commit: $commit"
   echo "- machine: $machine"
   echo "- data: workload $workload, $sent messages ($accepted rows), $vehicles vehicles, 12 partitions"
-  echo "- command: \`bash bench/history_index_cost.sh --workload $workload --messages $messages --repeat $repeat\`"
+  echo "- command: \`${BENCH_GIN_PENDING_KB:+BENCH_GIN_PENDING_KB=$BENCH_GIN_PENDING_KB }bash bench/history_index_cost.sh --workload $workload --messages $messages --repeat $repeat --sets \"${sets[*]}\"\`"
   echo
   echo "| index set | history partition's indexes | rows/s, each run | best | best / trackd's | trackd CPU s per M rows | machine busy |"
   echo "|---|---|---|---:|---:|---|---|"

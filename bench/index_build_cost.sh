@@ -50,8 +50,11 @@ bench_scratch build-cost
 
 # The indexes a history partition has had or could have (name, definition). geohash is a btree
 # on the position's Morton key (ST_GeoHash interleaves longitude and latitude bits), which a bbox
-# could be answered through as a few key ranges.
-indexes=(gist spgist btree hash brin geohash)
+# could be answered through as a few key ranges. The gin_ ones (btree_gin) keep new entries in a
+# pending list of BENCH_GIN_PENDING_KB (4096, PostgreSQL's default) and merge it when it is full;
+# what is left at the end is merged before the CPU is read. gin_cell is on a 0.01° grid cell.
+indexes=(gist spgist btree hash brin geohash gin_vehicle gin_vehicle_int gin_cell)
+gin_pending_kb="${BENCH_GIN_PENDING_KB:-4096}"
 declare -A definition=(
   [gist]="USING gist (geom)"
   [spgist]="USING spgist (geom)"
@@ -59,6 +62,9 @@ declare -A definition=(
   [hash]="USING hash (vehicle_id)"
   [brin]="USING brin (recorded_at)"
   [geohash]="((ST_GeoHash(geom, 12) COLLATE \"C\"))"
+  [gin_vehicle]="USING gin (vehicle_id) WITH (gin_pending_list_limit = $gin_pending_kb)"
+  [gin_vehicle_int]="USING gin ((hashtext(vehicle_id))) WITH (gin_pending_list_limit = $gin_pending_kb)"
+  [gin_cell]="USING gin ((floor(ST_X(geom) * 100)::int8 * 100000 + floor(ST_Y(geom) * 100)::int8)) WITH (gin_pending_list_limit = $gin_pending_kb)"
 )
 
 started=$SECONDS
@@ -78,6 +84,7 @@ rows=$(psql_at "$src" -c "SELECT count(*) FROM trackd.vehicle_telemetry_history"
 drop_db "$src"
 db="bench_build_cost_$tag"
 new_db "$db"
+psql_at "$db" -c "CREATE EXTENSION IF NOT EXISTS btree_gin" >/dev/null
 # The batches in the order trackd committed them (file names start with the batch id).
 mapfile -t files < <(find "$work/rows" -name '*.history.copy' | sort -V)
 say "$rows rows in ${#files[@]} batches"
@@ -93,6 +100,7 @@ load() {
     echo "SELECT pg_backend_pid() AS pid \\gset"
     echo "\\setenv BPID :pid"
     for f in "${files[@]}"; do echo "\\copy $table FROM '$f' (FORMAT binary)"; done
+    [[ "$index" != gin_* ]] || echo "SELECT gin_clean_pending_list(indexrelid) FROM pg_index WHERE indrelid = '$table'::regclass \\g /dev/null"
     echo "\\! awk -v t=$clk_tck '{ printf \"%.2f\\n\", (\$14 + \$15) / t }' /proc/\$BPID/stat"
   } >"$work/load.sql"
   psql -X -q -v ON_ERROR_STOP=1 "$(dsn_of "$db")" -f "$work/load.sql"
@@ -158,7 +166,7 @@ report="$work/report.md"
   echo "- commit: $commit"
   echo "- machine: $machine"
   echo "- data: workload $workload, $rows rows in ${#files[@]} batches (trackd's, exported in $order order), $vehicles vehicles"
-  echo "- command: \`bash bench/index_build_cost.sh --workload $workload --messages $messages --repeat $repeat --order $order\`"
+  echo "- command: \`${BENCH_GIN_PENDING_KB:+BENCH_GIN_PENDING_KB=$BENCH_GIN_PENDING_KB }bash bench/index_build_cost.sh --workload $workload --messages $messages --repeat $repeat --order $order\`"
   echo "- the COPY into a plain table with no index: $(all none load) backend CPU-s per million rows"
   echo
   echo "| index | row by row: CPU-s per M rows (each round) | built once: CREATE INDEX CPU-s per M | CONCURRENTLY, wall s per M | build / row by row (CPU, best of each) |"
