@@ -18,7 +18,7 @@
 #   brin-only     neither the SP-GiST nor a vehicle index: BRINs on recorded_at and ingest_batch_id
 #   cells         hashes on vehicle_id and on the position's geohash cell (ST_GeoHash(geom, 7),
 #                 ~150 m), a BRIN on recorded_at: the cheapest per-row indexes for a track and a bbox
-#   gin-cells     cells with a GIN (btree_gin, pending list of 4 MB) on a 0.01° grid cell in place
+#   gin-cells     cells with a GIN (btree_gin, its pending list as gin's) on a 0.01° grid cell in place
 #                 of the geohash's hash
 #   gin           GINs on hashtext(vehicle_id) and on that cell, a BRIN on recorded_at: entries
 #                 wait in each GIN's pending list and are merged BENCH_GIN_PENDING_KB (4096) at a
