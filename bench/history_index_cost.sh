@@ -71,14 +71,13 @@ for set in "${chosen[@]:-${all_sets[@]}}"; do
   [[ "$set" == trackd ]] || sets+=("$set")
 done
 # The closed set each variant gives its database's partitions (name suffix, definition).
-gin_with="WITH (gin_pending_list_limit = ${BENCH_GIN_PENDING_KB:-4096})"
 declare -A closed_set=(
   [hash]="('_geom_spgist', 'USING spgist (geom)'), ('_vehicle_hash', 'USING hash (vehicle_id)')"
   [no-vehicle]="('_geom_spgist', 'USING spgist (geom)')"
   [brin-only]="('_recorded_brin', 'USING brin (recorded_at)')"
   [cells]="('_vehicle_hash', 'USING hash (vehicle_id)'), ('_cell_hash', 'USING hash ((ST_GeoHash(geom, 7)))'), ('_recorded_brin', 'USING brin (recorded_at)')"
-  [gin-cells]="('_vehicle_hash', 'USING hash (vehicle_id)'), ('_cell_gin', 'USING gin ((floor(ST_X(geom) * 100)::int8 * 100000 + floor(ST_Y(geom) * 100)::int8)) $gin_with'), ('_recorded_brin', 'USING brin (recorded_at)')"
-  [gin]="('_vehicle_gin', 'USING gin ((hashtext(vehicle_id))) $gin_with'), ('_cell_gin', 'USING gin ((floor(ST_X(geom) * 100)::int8 * 100000 + floor(ST_Y(geom) * 100)::int8)) $gin_with'), ('_recorded_brin', 'USING brin (recorded_at)')"
+  [gin-cells]="('_vehicle_hash', 'USING hash (vehicle_id)'), ('_cell_gin', 'USING gin (($grid_cell_key)) $gin_with'), ('_recorded_brin', 'USING brin (recorded_at)')"
+  [gin]="('_vehicle_gin', 'USING gin ((hashtext(vehicle_id))) $gin_with'), ('_cell_gin', 'USING gin (($grid_cell_key)) $gin_with'), ('_recorded_brin', 'USING brin (recorded_at)')"
   [no-time-brin]="('_geom_spgist', 'USING spgist (geom) WHERE geom IS NOT NULL'), ('_vehicle_time_idx', '(vehicle_id, recorded_at DESC)')"
   [time-btree]="('_geom_spgist', 'USING spgist (geom) WHERE geom IS NOT NULL'), ('_vehicle_time_idx', '(vehicle_id, recorded_at DESC)'), ('_time_idx', '(recorded_at)')"
   [bloom]="('_geom_spgist', 'USING spgist (geom)'), ('_vehicle_bloom', 'USING brin (vehicle_id text_bloom_ops (n_distinct_per_range = 300, false_positive_rate = 0.01)) WITH (pages_per_range = 4, autosummarize = on)')"

@@ -54,7 +54,6 @@ bench_scratch build-cost
 # pending list of BENCH_GIN_PENDING_KB (4096, PostgreSQL's default) and merge it when it is full;
 # what is left at the end is merged before the CPU is read. gin_cell is on a 0.01° grid cell.
 indexes=(gist spgist btree hash brin geohash gin_vehicle gin_vehicle_int gin_cell)
-gin_pending_kb="${BENCH_GIN_PENDING_KB:-4096}"
 declare -A definition=(
   [gist]="USING gist (geom)"
   [spgist]="USING spgist (geom)"
@@ -62,9 +61,9 @@ declare -A definition=(
   [hash]="USING hash (vehicle_id)"
   [brin]="USING brin (recorded_at)"
   [geohash]="((ST_GeoHash(geom, 12) COLLATE \"C\"))"
-  [gin_vehicle]="USING gin (vehicle_id) WITH (gin_pending_list_limit = $gin_pending_kb)"
-  [gin_vehicle_int]="USING gin ((hashtext(vehicle_id))) WITH (gin_pending_list_limit = $gin_pending_kb)"
-  [gin_cell]="USING gin ((floor(ST_X(geom) * 100)::int8 * 100000 + floor(ST_Y(geom) * 100)::int8)) WITH (gin_pending_list_limit = $gin_pending_kb)"
+  [gin_vehicle]="USING gin (vehicle_id) $gin_with"
+  [gin_vehicle_int]="USING gin ((hashtext(vehicle_id))) $gin_with"
+  [gin_cell]="USING gin (($grid_cell_key)) $gin_with"
 )
 
 started=$SECONDS

@@ -15,6 +15,11 @@ kafka_port="${LOCAL_KAFKA_PORT:-59092}"
 brokers="127.0.0.1:$kafka_port"
 admin_dsn="postgresql://postgres@127.0.0.1:$pg_port/postgres"
 clk_tck="$(getconf CLK_TCK)"
+# A position's cell of a 0.01° grid as one int8: the key of the GIN indexes the index-cost
+# benchmarks price (a bbox would look up the cells it covers).
+grid_cell_key="floor(ST_X(geom) * 100)::int8 * 100000 + floor(ST_Y(geom) * 100)::int8"
+# Their pending list (gin_pending_list_limit, kB): PostgreSQL's default unless BENCH_GIN_PENDING_KB.
+gin_with="WITH (gin_pending_list_limit = ${BENCH_GIN_PENDING_KB:-4096})"
 
 say() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() {

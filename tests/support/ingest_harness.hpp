@@ -94,15 +94,15 @@ class IngestHarness {
     // of their own per run: the broker keeps static members past their stop, and a member that
     // comes back within session.timeout.ms gets its previous assignment back, even one of the
     // previous run's topic (docs/operations.md, `kafka.instance_id`).
-    // The topic and the directory are named by the process and a count, so that a test run
-    // again in the same process (--gtest_repeat) starts on an empty topic of its own: deleting
+    // The topic, and the directory after it, are named by the process and a count, so that a test
+    // run again in the same process (--gtest_repeat) starts on an empty topic of its own: deleting
     // a topic is asynchronous, and one created again under its name may still hold its messages.
     explicit IngestHarness(const std::string& tag, int partitions, std::string group = {})
         : db_(tag, Schema::migrated),
-          suffix_(std::to_string(getpid()) + "-" + std::to_string(instances_++)),
-          topic_("trackd-" + tag + "-" + suffix_),
+          topic_("trackd-" + tag + "-" + std::to_string(getpid()) + "-" +
+                 std::to_string(instances_++)),
           group_(group.empty() ? "trackd-" + tag : std::move(group)),
-          dir_(::testing::TempDir() + "trackd-" + tag + "-" + suffix_) {
+          dir_(::testing::TempDir() + topic_) {
         run_command("mkdir -p " + shell_quote(dir_));
         try {
             KafkaAdmin().create_topic(topic_, partitions);
@@ -454,7 +454,6 @@ class IngestHarness {
   private:
     static inline std::atomic<int> instances_{0};
     TestDatabase db_;
-    std::string suffix_;
     std::string topic_;
     std::string group_;
     std::string dir_;
