@@ -1,7 +1,9 @@
 #include "file_io.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -96,6 +98,30 @@ std::string first_of(const std::map<std::string, std::string>& env,
         if (it != env.end() && !it->second.empty()) return it->second;
     }
     return {};
+}
+
+// A local file is written under a hidden name beside its own and gets its final name only when
+// it is complete and fsynced, so a listing never finds a half file (a crash leaves the hidden one,
+// an orphan the clean-up deletes). Final names are unique, so the hidden name is too.
+std::string staging_path(const std::string& path) {
+    const fs::path p(path);
+    return (p.parent_path() / ("." + p.filename().string() + ".part")).string();
+}
+
+// link(), not rename(): a name that exists already is refused, never replaced. The folder is
+// fsynced so that the name is durable before anything points at it.
+void publish(const std::string& staging, const std::string& path) {
+    if (::link(staging.c_str(), path.c_str()) != 0) {
+        const int err = errno;
+        ::unlink(staging.c_str());
+        throw std::runtime_error("archive: cannot create " + path + ": " + std::strerror(err));
+    }
+    ::unlink(staging.c_str());
+    const int dir = ::open(fs::path(path).parent_path().c_str(), O_RDONLY | O_DIRECTORY);
+    if (dir >= 0) {
+        ::fsync(dir);
+        ::close(dir);
+    }
 }
 
 }  // namespace
@@ -218,30 +244,30 @@ void FileIO::write(const std::string& uri, const std::string& bytes) {
         check(out->Close(), "upload " + uri);
         return;
     }
-    // Written and fsynced before anything points at it; names are unique (O_EXCL), so a crash
-    // leaves at most an orphan, never a half-written file that a reader could find.
     const auto path = local_path(uri);
     fs::create_directories(fs::path(path).parent_path());
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
-    if (fd < 0) throw std::runtime_error("archive: cannot create " + path);
+    const auto staging = staging_path(path);
+    const int fd = ::open(staging.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) throw std::runtime_error("archive: cannot create " + staging);
     std::size_t done = 0;
     while (done < bytes.size()) {
         const auto n = ::write(fd, bytes.data() + done, bytes.size() - done);
         if (n <= 0) {
             ::close(fd);
-            throw std::runtime_error("archive: cannot write " + path);
+            throw std::runtime_error("archive: cannot write " + staging);
         }
         done += static_cast<std::size_t>(n);
     }
     ::fsync(fd);
     ::close(fd);
+    publish(staging, path);
 }
 
 std::shared_ptr<arrow::io::OutputStream> FileIO::open_output(const std::string& uri) {
     if (is_s3_uri(uri)) return check(s3()->OpenOutputStream(s3_path(uri)), "create " + uri);
     const auto path = local_path(uri);
     fs::create_directories(fs::path(path).parent_path());
-    return check(arrow::io::FileOutputStream::Open(path), "create " + uri);
+    return check(arrow::io::FileOutputStream::Open(staging_path(path)), "create " + uri);
 }
 
 std::int64_t FileIO::sync_size(const std::string& uri) {
@@ -253,12 +279,14 @@ std::int64_t FileIO::sync_size(const std::string& uri) {
         return info.size();
     }
     const auto path = local_path(uri);
-    const int fd = ::open(path.c_str(), O_RDONLY);
-    if (fd >= 0) {
-        ::fsync(fd);
-        ::close(fd);
-    }
-    return static_cast<std::int64_t>(fs::file_size(path));
+    const auto staging = staging_path(path);
+    const int fd = ::open(staging.c_str(), O_RDONLY);
+    if (fd < 0) throw std::runtime_error("archive: cannot open " + staging);
+    ::fsync(fd);
+    ::close(fd);
+    const auto size = static_cast<std::int64_t>(fs::file_size(staging));
+    publish(staging, path);
+    return size;
 }
 
 std::shared_ptr<arrow::io::RandomAccessFile> FileIO::open_input(const std::string& uri) {

@@ -3,14 +3,15 @@
 //
 // Contract: files are named by URI: a local path or file:// URI (a local folder), or
 // s3://bucket/key (object storage, through Arrow's S3 filesystem). A file is written once under
-// a new, unique name and is complete when write() or the output stream's close returns: a
-// crash leaves no half file that a reader could find (local: written and fsynced under its
-// final name before anything points at it; S3: an object appears whole or not at all). Reads
-// and listings never see a file being written. remove() is quiet: a file that is already gone,
-// or cannot be deleted now, is left to the orphan clean-up. Every other failure throws
-// std::runtime_error naming the URI. S3 requests are retried with bounded backoff
-// (archive.s3_retry_*) before failing. Thread-safe (Arrow's filesystems are); one FileIO serves
-// every table object of an Archiver.
+// a new, unique name and is complete when write() returns, or for a stream sync_size(): a
+// crash leaves no half file that a reader could find (local: written and fsynced under a
+// hidden name beside the final one, then linked to the final name, which must be new; S3: an
+// object appears whole or not at all). Reads and listings of final names never see a file being
+// written; a crash may leave a hidden ".<name>.part", an orphan like any other. remove() is quiet:
+// a file that is already gone, or cannot be deleted now, is left to the orphan clean-up. Every
+// other failure throws std::runtime_error naming the URI. S3 requests are retried with bounded
+// backoff (archive.s3_retry_*) before failing. Thread-safe (Arrow's filesystems are); one FileIO
+// serves every table object of an Archiver.
 //
 // Object storage needs the process's ObjectStorageRuntime (trackd/archive/object_storage.hpp).
 #pragma once

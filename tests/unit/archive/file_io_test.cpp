@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include <arrow/io/interfaces.h>
 #include <gtest/gtest.h>
 
 namespace trackd::archive {
@@ -72,7 +73,8 @@ TEST(FileIO, LocalWriteOnceReadListRemove) {
     io.write(dir + "/data/p=1/b.parquet", "bytes");
     EXPECT_THROW(io.write(dir + "/metadata/a.json", "again"), std::runtime_error)
         << "a name is written once";
-    EXPECT_EQ(io.read(dir + "/metadata/a.json"), "{}");
+    EXPECT_EQ(io.read(dir + "/metadata/a.json"), "{}") << "and never replaced";
+    EXPECT_FALSE(fs::exists(dir + "/metadata/.a.json.part"));
     EXPECT_TRUE(io.exists("file://" + dir + "/data/p=1/b.parquet"));
     auto files = io.list("file://" + dir + "/data");
     ASSERT_EQ(files.size(), 1U);
@@ -86,6 +88,33 @@ TEST(FileIO, LocalWriteOnceReadListRemove) {
     EXPECT_FALSE(io.exists(dir + "/data/p=1/b.parquet"));
     EXPECT_THROW(io.read(dir + "/data/p=1/b.parquet"), std::runtime_error);
     io.check_warehouse(dir);  // nothing to check for a local folder
+    fs::remove_all(dir);
+}
+
+// A Parquet file being written (or left by a crash before it was complete) is not under its
+// final name, so neither a listing nor a reader following a name finds half a file; once the
+// stream is closed and synced it is there whole, and the hidden staging file is gone.
+TEST(FileIO, ALocalFileGetsItsNameOnlyWhenComplete) {
+    const auto dir = ::testing::TempDir() + "fileio-stage-" + std::to_string(getpid());
+    fs::remove_all(dir);
+    FileIO io{S3Settings{}};
+    const auto uri = dir + "/data/p=1/c.parquet";
+    auto out = io.open_output(uri);
+    ASSERT_TRUE(out->Write("half", 4).ok());
+    ASSERT_TRUE(out->Flush().ok());
+    EXPECT_FALSE(io.exists(uri));
+    auto listed = io.list(dir + "/data");
+    ASSERT_EQ(listed.size(), 1U);
+    EXPECT_EQ(listed[0].uri, dir + "/data/p=1/.c.parquet.part");
+    ASSERT_TRUE(out->Write(" and whole", 10).ok());
+    ASSERT_TRUE(out->Close().ok());
+    EXPECT_FALSE(io.exists(uri)) << "named only by sync_size";
+    EXPECT_EQ(io.sync_size(uri), 14);
+    EXPECT_EQ(io.read(uri), "half and whole");
+    listed = io.list(dir + "/data");
+    ASSERT_EQ(listed.size(), 1U);
+    EXPECT_EQ(listed[0].uri, uri);
+    EXPECT_THROW(io.sync_size(dir + "/data/p=1/never-opened.parquet"), std::runtime_error);
     fs::remove_all(dir);
 }
 
