@@ -64,7 +64,10 @@ class HistoryIndexesTest : public ::testing::Test {
         config_.pg.dsn = db_.dsn();
         config_.pg.lock_timeout_ms = 60000;
         config_.postgis.defer_indexes = true;
-        config_.postgis.index_grace_s = 0;
+        // An hour: today's partition, with the test's rows, stays one being written (summarized,
+        // analyzed, not closed) when a test runs across midnight UTC; the past partitions the
+        // tests close ended long ago.
+        config_.postgis.index_grace_s = 3600;
     }
 
     db::Result sql(const std::string& text, const db::Params& params = {}) {
@@ -87,22 +90,25 @@ class HistoryIndexesTest : public ::testing::Test {
     }
 
     // The partition holding now() (made by the migrations, empty), autovacuum off so that only
-    // trackd summarizes its BRINs.
+    // trackd summarizes its BRINs. insert_now() writes at the moment it was chosen (today_at_),
+    // so that the rows land in it even when the test runs across midnight UTC.
     std::string todays_partition() {
-        const auto name = sql("SELECT partition_name FROM trackd.history_partitions() "
-                              "WHERE range_from <= now() AND range_to > now()")
-                              .at(0, 0);
-        script("ALTER TABLE trackd." + name + " SET (autovacuum_enabled = false)");
-        return name;
+        const auto r =
+            sql("SELECT partition_name, now() FROM trackd.history_partitions() "
+                "WHERE range_from <= now() AND range_to > now()");
+        today_at_ = r.at(0, 1);
+        script("ALTER TABLE trackd." + r.at(0, 0) + " SET (autovacuum_enabled = false)");
+        return r.at(0, 0);
     }
-    // `n` rows of batch `batch` at now(), on `conn`.
-    static void insert_now(db::Connection& conn, int batch, int n) {
+    // `n` rows of batch `batch` in today's partition, on `conn`.
+    void insert_now(db::Connection& conn, int batch, int n) {
+        ASSERT_FALSE(today_at_.empty()) << "todays_partition() first";
         conn.query(
             "INSERT INTO trackd.vehicle_telemetry_history (vehicle_id, recorded_at, geom, "
             "ingest_batch_id, kafka_partition, kafka_offset) SELECT 'veh-' || (n % 500), "
-            "now(), ST_SetSRID(ST_MakePoint(13 + (n % 100) * 0.001, 52, 0), 4326), "
+            "$3::timestamptz, ST_SetSRID(ST_MakePoint(13 + (n % 100) * 0.001, 52, 0), 4326), "
             "$1::int8, 0, n FROM generate_series(1, $2::int) n",
-            {std::to_string(batch), std::to_string(n)});
+            {std::to_string(batch), std::to_string(n), today_at_});
     }
     void insert_now(int batch, int n) {
         db::Connection conn(db_.dsn(), "test");
@@ -119,6 +125,7 @@ class HistoryIndexesTest : public ::testing::Test {
 
     TestDatabase db_;
     config::Config config_;
+    std::string today_at_;  // set by todays_partition()
 };
 
 const std::string kHot = std::string(kPartition) + "_geom_spgist:true," + kPartition +
@@ -397,9 +404,10 @@ TEST_F(HistoryIndexesTest, ThePartitionsBeingWrittenHaveTheirBrinRangesSummarize
         conn.exec_script(
             "SET enable_seqscan = off; SET enable_indexscan = off; "
             "SET enable_indexonlyscan = off");
-        const std::string from =
-            " FROM trackd.vehicle_telemetry_history WHERE recorded_at >= now() - interval '1 "
-            "hour' AND recorded_at <= now() + interval '1 hour'";
+        const std::string from = " FROM trackd.vehicle_telemetry_history WHERE recorded_at >= '" +
+                                 today_at_ +
+                                 "'::timestamptz - interval '1 hour' AND recorded_at <= '" +
+                                 today_at_ + "'::timestamptz + interval '1 hour'";
         EXPECT_EQ(conn.query("SELECT count(*)" + from).at(0, 0), "50000");
         const auto text = explain(conn, "SELECT count(*)" + from);
         EXPECT_NE(text.find("Bitmap Index Scan on " + today + "_time_brin"), std::string::npos)
@@ -693,7 +701,7 @@ TEST_F(HistoryIndexesTest, AnOldPartitionHeldByADbaHoldsUpNoMaintenanceOfTheOthe
     db::Connection dba(db_.dsn(), "test dba");
     dba.exec_script(kHoldPastPartition);
     config_.postgis.defer_indexes = false;
-    const auto pass = HistoryIndexer(config_).run_once();  // grace 0: the past one is closed
+    const auto pass = HistoryIndexer(config_).run_once();  // the past one is closed too
     EXPECT_EQ(pass.ranges_summarized, complete_ranges(today));
     EXPECT_EQ(pass.partitions_analyzed, 1);
     db::Connection observer(db_.dsn(), "test observer");
