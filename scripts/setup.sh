@@ -23,8 +23,8 @@ PACKAGES=(
   # Iceberg REST catalog server (javac: scripts/iceberg-rest.sh compiles its small main)
   postgresql-15 postgresql-15-postgis-3 postgresql-client-15 postgresql-contrib
   default-jre-headless default-jdk-headless maven
-  # scripts and tests
-  python3 python3-venv curl jq procps psmisc
+  # scripts and tests; nftables: the fault suite drops PostgreSQL's packets in the kernel
+  python3 python3-venv curl jq procps psmisc nftables
   # bench/ingest.sh --profile: perf (cpu-clock sampling, DWARF call graphs)
   linux-perf
   # HTTP API: GDAL's OGC API - Features client (ogrinfo) in the tests, wrk for bench/api

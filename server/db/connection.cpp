@@ -93,18 +93,23 @@ Connection::Connection(const std::string& dsn, const std::string& application_na
 }
 
 Connection::Connection(const config::PgConfig& pg, const std::string& application_name) {
-    // Client-side keepalives first, so that a DSN that sets its own wins (expand_dbname: the
-    // DSN's values override earlier keywords).
+    // Keepalives notice a silent peer while nothing is in flight; tcp_user_timeout while a
+    // request waits to be acknowledged, where keepalives do not apply (without it a write into
+    // a cut-off network waits for TCP's retransmission limit, about 15 minutes). Both ends use
+    // the same bound: idle + interval x count.
+    const int user_timeout_ms =
+        (pg.keepalives_idle_s + pg.keepalives_interval_s * pg.keepalives_count) * 1000;
+    // Client side first, so that a DSN that sets its own wins (expand_dbname: the DSN's values
+    // override earlier keywords).
     connect({{"keepalives", "1"},
              {"keepalives_idle", std::to_string(pg.keepalives_idle_s)},
              {"keepalives_interval", std::to_string(pg.keepalives_interval_s)},
              {"keepalives_count", std::to_string(pg.keepalives_count)},
+             {"tcp_user_timeout", std::to_string(user_timeout_ms)},
              {"dbname", pg.dsn},
              {"application_name", application_name},
              {"connect_timeout", std::to_string(pg.connect_timeout_s)}});
     // Server side: SET rather than the startup `options`, which connection poolers refuse.
-    const int user_timeout_ms =
-        (pg.keepalives_idle_s + pg.keepalives_interval_s * pg.keepalives_count) * 1000;
     exec_script(
         fmt::format("SET lock_timeout = {}; SET idle_in_transaction_session_timeout = {}; "
                     "SET tcp_keepalives_idle = {}; SET tcp_keepalives_interval = {}; "
