@@ -880,7 +880,7 @@ TEST(Faults, PostgresqlBlackHoledAtThePacketLevelIsNoticedWithinTheKeepaliveBoun
     ASSERT_TRUE(noticed) << "trackd still waited on the silent connection after 120 s\n"
                          << IngestHarness::read_file(h.log_path());
     std::printf(
-        "[ measured ] the silent connection given up %.1f s after the second burst "
+        "[ measured ] the silent connection given up %.1f s after the second burst began "
         "(bound 5 s)\n",
         after_s);
     EXPECT_GT(count_in_file(h.log_path(), "Connection timed out"), 0u)
