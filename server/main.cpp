@@ -83,9 +83,10 @@ Args parse_args(int argc, char** argv) {
     return args;
 }
 
+// The commands' own connection: bounded on the network like the server's, with the session
+// limits left to each command (migrate sets its lock waits per migration).
 trackd::db::Connection connect(const trackd::config::Config& config, const char* role) {
-    return trackd::db::Connection(config.pg.dsn, std::string("trackd ") + role,
-                                  config.pg.connect_timeout_s);
+    return {config.pg, std::string("trackd ") + role, trackd::db::Connection::Limits::network};
 }
 
 int cmd_migrate(const trackd::config::Config& config) {

@@ -92,7 +92,8 @@ Connection::Connection(const std::string& dsn, const std::string& application_na
              {"connect_timeout", std::to_string(connect_timeout_s)}});
 }
 
-Connection::Connection(const config::PgConfig& pg, const std::string& application_name) {
+Connection::Connection(const config::PgConfig& pg, const std::string& application_name,
+                       Limits limits) {
     // Keepalives notice a silent peer while nothing is in flight; tcp_user_timeout while a
     // request waits to be acknowledged, where keepalives do not apply (without it a write into
     // a cut-off network waits for TCP's retransmission limit, about 15 minutes). Both ends use
@@ -109,6 +110,7 @@ Connection::Connection(const config::PgConfig& pg, const std::string& applicatio
              {"dbname", pg.dsn},
              {"application_name", application_name},
              {"connect_timeout", std::to_string(pg.connect_timeout_s)}});
+    if (limits == Limits::network) return;
     // Server side: SET rather than the startup `options`, which connection poolers refuse.
     exec_script(
         fmt::format("SET lock_timeout = {}; SET idle_in_transaction_session_timeout = {}; "
@@ -217,6 +219,18 @@ bool Connection::flush() {
 }
 
 int Connection::socket() const { return conn_ != nullptr ? PQsocket(conn_) : -1; }
+
+std::string Connection::option(const std::string& keyword) const {
+    if (conn_ == nullptr) return "";
+    PQconninfoOption* options = PQconninfo(conn_);
+    if (options == nullptr) throw DbError("out of memory reading the connection's options", "");
+    std::string value;
+    for (const PQconninfoOption* o = options; o->keyword != nullptr; ++o) {
+        if (keyword == o->keyword && o->val != nullptr) value = o->val;
+    }
+    PQconninfoFree(options);
+    return value;
+}
 
 bool Connection::answer_ready() {
     if (answer_complete_) return true;

@@ -647,6 +647,23 @@ TEST_F(PostgisSinkTest, EverySessionHasTheConfiguredLimits) {
     EXPECT_EQ(conn.query("SHOW idle_in_transaction_session_timeout").at(0, 0), "7s");
     EXPECT_EQ(conn.query("SHOW tcp_keepalives_idle").at(0, 0), "4");
     EXPECT_EQ(conn.query("SHOW tcp_user_timeout").at(0, 0), "19000");  // ms: 4 + 5 * 3 s
+    // trackd's side of the connection too.
+    EXPECT_EQ(conn.option("keepalives_idle"), "4");
+    EXPECT_EQ(conn.option("tcp_user_timeout"), "19000");
+}
+
+TEST_F(PostgisSinkTest, ACommandsSessionIsBoundedOnTheNetworkOnly) {
+    // `trackd migrate` and `trackd audit`: a cut-off network ends them within the keepalive
+    // bound, while their lock waits stay theirs (the server's defaults here).
+    config_.pg.lock_timeout_ms = 2500;
+    config_.pg.keepalives_idle_s = 4;
+    db::Connection conn(config_.pg, "trackd migrate test", db::Connection::Limits::network);
+    EXPECT_EQ(conn.option("keepalives"), "1");
+    EXPECT_EQ(conn.option("keepalives_idle"), "4");
+    EXPECT_EQ(conn.option("tcp_user_timeout"), "19000");
+    EXPECT_EQ(conn.option("application_name"), "trackd migrate test");
+    EXPECT_EQ(conn.query("SHOW lock_timeout").at(0, 0), "0");
+    EXPECT_EQ(conn.query("SHOW tcp_user_timeout").at(0, 0), "0");
 }
 
 TEST_F(PostgisSinkTest, AWaitOnALockEndsAtTheLockTimeoutWithARetryableError) {

@@ -84,10 +84,19 @@ class Connection {
     // `application_name` shows in pg_stat_activity, so operators see which part of trackd it is.
     Connection(const std::string& dsn, const std::string& application_name,
                int connect_timeout_s = 10);
-    // trackd's own connections: the DSN and connect timeout of `pg`, plus its session limits
-    // (lock_timeout, idle_in_transaction_session_timeout, TCP keepalives on both ends and the
-    // server's tcp_user_timeout), so that no wait on a dead or frozen peer is unbounded.
-    Connection(const config::PgConfig& pg, const std::string& application_name);
+    // What a connection of trackd's own sets beyond its DSN.
+    enum class Limits {
+        // TCP keepalives and tcp_user_timeout on both ends, lock_timeout and
+        // idle_in_transaction_session_timeout: the server's processes.
+        session,
+        // TCP keepalives and tcp_user_timeout on trackd's side only: the commands an operator
+        // runs (migrate, audit), whose lock waits are their own.
+        network,
+    };
+    // trackd's own connections: the DSN and connect timeout of `pg`, plus `limits`, so that no
+    // wait on a dead, frozen or cut-off peer is unbounded.
+    Connection(const config::PgConfig& pg, const std::string& application_name,
+               Limits limits = Limits::session);
     ~Connection();
     Connection(const Connection&) = delete;
     Connection& operator=(const Connection&) = delete;
@@ -131,6 +140,8 @@ class Connection {
     [[nodiscard]] bool flush();
     Result answer();
     [[nodiscard]] int socket() const;
+    // A connection option as libpq uses it (PQconninfo: the DSN's, or trackd's), "" if unset.
+    [[nodiscard]] std::string option(const std::string& keyword) const;
     // Closes the connection now; ok() is false afterwards.
     void close();
 
