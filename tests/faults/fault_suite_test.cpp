@@ -881,11 +881,11 @@ TEST(Faults, PostgresqlLosingPacketsThenBlackHoledIsNoticedWithinTheKeepaliveBou
     const auto timed_out_before = count_in_file(h.log_path(), kTimedOut);
     PacketLoss hole(port, 100);
     // The second burst, other vehicles, its own manifest (joined to the first's below).
-    auto second = h.fleet_command(kVehicles, kBurst, 0, {"--id-prefix", "b-"});
     const auto second_manifest = h.dir() + "/manifest-second.csv";
-    *(std::find(second.begin(), second.end(), "--manifest") + 1) = second_manifest;
     const auto sent = std::chrono::steady_clock::now();
-    ChildProcess fleet(second, {}, h.dir() + "/fleet-second.log");
+    ChildProcess fleet(
+        h.fleet_command(kVehicles, kBurst, 0, {"--id-prefix", "b-"}, second_manifest), {},
+        h.dir() + "/fleet-second.log");
     ASSERT_EQ(fleet.wait(), 0) << IngestHarness::read_file(h.dir() + "/fleet-second.log");
     // Not a timing assertion: two minutes is far past the bound and far short of TCP's limit.
     const bool noticed = wait_until(std::chrono::seconds(120), [&] {

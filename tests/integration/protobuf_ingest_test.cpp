@@ -201,15 +201,6 @@ std::map<Coord, ManifestEntry> send_fixtures(const std::string& topic, const Sch
     return out;
 }
 
-std::vector<std::string> with_manifest(std::vector<std::string> cmd, const std::string& path,
-                                       const std::vector<std::string>& extra) {
-    for (std::size_t i = 0; i + 1 < cmd.size(); ++i) {
-        if (cmd[i] == "--manifest") cmd[i + 1] = path;
-    }
-    cmd.insert(cmd.end(), extra.begin(), extra.end());
-    return cmd;
-}
-
 void merge(std::map<Coord, ManifestEntry>& into, const std::map<Coord, ManifestEntry>& from) {
     for (const auto& [c, e] : from) {
         EXPECT_TRUE(into.emplace(c, e).second) << "two messages at " << c.first << "/" << c.second;
@@ -229,9 +220,9 @@ void framed_fleet_under_sigkills(IngestHarness& h, std::map<Coord, ManifestEntry
                                  int messages, std::uint32_t schema_id, const std::string& format,
                                  int kills, unsigned seed) {
     const auto before_fleet = static_cast<std::int64_t>(expected.size());
-    ChildProcess framed(with_manifest(h.fleet_command(400, messages, 3000), h.manifest_path(),
-                                      {"--id-prefix", "pbf-", "--format", "protobuf", "--framing",
-                                       "confluent", "--schema-id", std::to_string(schema_id)}),
+    ChildProcess framed(h.fleet_command(400, messages, 3000,
+                                        {"--id-prefix", "pbf-", "--format", "protobuf", "--framing",
+                                         "confluent", "--schema-id", std::to_string(schema_id)}),
                         {}, h.dir() + "/framed-fleet.log");
     const auto r = h.kill_and_restart_until_drained(framed, before_fleet + messages,
                                                     registry_env(format), kills, seed);
@@ -360,9 +351,8 @@ TEST(ProtobufIngest, MixedAutoTopicSurvivesSigkillsWithExactAccounting) {
     const auto ids = register_schemas(h.topic());
     const std::string json_manifest = h.dir() + "/json.csv";
     {
-        ChildProcess json(
-            with_manifest(h.fleet_command(300, 3000), json_manifest, {"--id-prefix", "json-"}), {},
-            h.dir() + "/json-fleet.log");
+        ChildProcess json(h.fleet_command(300, 3000, 0, {"--id-prefix", "json-"}, json_manifest),
+                          {}, h.dir() + "/json-fleet.log");
         ASSERT_EQ(json.wait(), 0) << IngestHarness::read_file(h.dir() + "/json-fleet.log");
     }
     auto expected = load_manifest(json_manifest);
@@ -400,9 +390,10 @@ TEST(ProtobufIngest, PlainAndFramedTopicSurvivesSigkillsWithExactAccounting) {
     const auto ids = register_schemas(h.topic());
     const std::string plain_manifest = h.dir() + "/plain.csv";
     {
-        ChildProcess plain(with_manifest(h.fleet_command(300, 3000), plain_manifest,
-                                         {"--id-prefix", "pb-", "--format", "protobuf"}),
-                           {}, h.dir() + "/plain-fleet.log");
+        ChildProcess plain(
+            h.fleet_command(300, 3000, 0, {"--id-prefix", "pb-", "--format", "protobuf"},
+                            plain_manifest),
+            {}, h.dir() + "/plain-fleet.log");
         ASSERT_EQ(plain.wait(), 0) << IngestHarness::read_file(h.dir() + "/plain-fleet.log");
     }
     auto expected = load_manifest(plain_manifest);

@@ -123,9 +123,11 @@ class IngestHarness {
     [[nodiscard]] std::string manifest_path() const { return dir_ + "/manifest.csv"; }
     [[nodiscard]] std::string log_path() const { return dir_ + "/trackd.log"; }
 
-    // `extra`: more trackd-fleet options (e.g. --start).
+    // `extra`: more trackd-fleet options (e.g. --start). `manifest`: where the fleet writes
+    // what it sent; empty: manifest_path().
     std::vector<std::string> fleet_command(int vehicles, int messages, int rate = 0,
-                                           const std::vector<std::string>& extra = {}) const {
+                                           const std::vector<std::string>& extra = {},
+                                           const std::string& manifest = {}) const {
         std::vector<std::string> cmd = {std::string(TRACKD_BINARY_DIR) + "/tools/trackd-fleet",
                                         "--brokers",
                                         kafka_brokers(),
@@ -140,7 +142,7 @@ class IngestHarness {
                                         "--seed",
                                         "7",
                                         "--manifest",
-                                        manifest_path(),
+                                        manifest.empty() ? manifest_path() : manifest,
                                         "--quiet"};
         cmd.insert(cmd.end(), extra.begin(), extra.end());
         return cmd;
