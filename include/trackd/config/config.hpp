@@ -67,8 +67,8 @@ struct HttpToken {
 struct HttpConfig {
     bool enabled = true;
     std::string listen = "127.0.0.1:8080";
-    // A request holds its I/O thread while its query runs, so fewer threads than pool_size
-    // leave connections idle (the API bench: 2 threads answered 20-35% fewer requests than 4).
+    // Event loops; a request waits for its query in its loop, not on the thread. On 2 cores
+    // the API bench answered as many requests with 2 as with 4 (docs/benchmarks.md).
     int threads = 4;
     int max_header_bytes = 16 * 1024;  // request line + headers; above it: 431
     int max_body_bytes = 1024 * 1024;  // above it: 413
