@@ -208,6 +208,14 @@ void Connection::send_prepared(const std::string& name, const Params& params, Fo
     }
 }
 
+void Connection::send_query(const std::string& sql, const Params& params, Format format) {
+    const auto values = param_values(params);
+    if (PQsendQueryParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr,
+                          values.data(), nullptr, nullptr, format == Format::binary ? 1 : 0) == 0) {
+        throw_result_error(conn_, nullptr);
+    }
+}
+
 void Connection::set_nonblocking() {
     if (PQsetnonblocking(conn_, 1) != 0) throw_result_error(conn_, nullptr);
 }

@@ -133,6 +133,10 @@ Statement statement_for(const std::string& sql, db::Format results) {
     return {fmt::format("trackd_api_{:016x}", std::hash<std::string>{}(sql)), sql, results};
 }
 
+Statement planned_each_time(const std::string& sql, db::Format results) {
+    return {"", sql, results};
+}
+
 ConnectionPool::ConnectionPool(PoolSettings settings) : settings_(std::move(settings)) {
     for (int i = 0; i < settings_.size; ++i) {
         slots_.push_back(std::make_unique<Slot>());
@@ -367,6 +371,10 @@ net::awaitable<db::Result> ConnectionPool::answer(db::Connection& conn) const {
 
 net::awaitable<db::Result> ConnectionPool::execute(Slot& slot, const Statement& st,
                                                    const db::Params& params) {
+    if (st.name.empty()) {
+        slot.conn->send_query(st.sql, params, st.results);
+        co_return co_await answer(*slot.conn);
+    }
     if (slot.prepared.count(st.name) == 0) {
         // Statements built per request (a constant limit, the OGC filters present) are many
         // kinds: a connection keeps at most kMaxPrepared, then starts over.

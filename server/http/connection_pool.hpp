@@ -37,9 +37,11 @@
 
 namespace trackd::http {
 
-// A named SQL statement. Its text is built from constant fragments only; values are parameters.
+// A SQL statement. Its text is built from constant fragments only; values are parameters.
 // `results`: the format its values come back in (binary for the feature queries, whose columns
-// feature_writer.hpp reads that way).
+// feature_writer.hpp reads that way). A named statement is prepared once per connection and its
+// plan cached (after five executions PostgreSQL may keep a generic plan, made without the
+// values); one without a name is planned with its values at every execution.
 struct Statement {
     std::string name;
     std::string sql;
@@ -48,6 +50,10 @@ struct Statement {
 
 // A statement whose name derives from its text: for SQL assembled from optional fragments.
 Statement statement_for(const std::string& sql, db::Format results = db::Format::text);
+// A statement planned with its values each time: for queries whose best plan depends on them so
+// much that a generic plan is no plan at all (a bbox and a time window over the history, where
+// which index to read depends on how much of the partition each selects).
+Statement planned_each_time(const std::string& sql, db::Format results = db::Format::text);
 
 struct PoolSettings {
     std::string dsn;

@@ -199,9 +199,12 @@ boost::asio::awaitable<Response> TileService::tile(const Request& req,
         req.query.only({});
     }
 
+    // The positions' tiles are planned with their values, as the positions collection's items
+    // (features_service.cpp): a generic plan reads the same indexes for a tile of a continent
+    // and one of a street.
     static const std::array<Statement, 3> kStatements = {
         Statement{"tile_vehicles", tile_sql(collections()[0])},
-        Statement{"tile_positions", tile_sql(collections()[1])},
+        planned_each_time(tile_sql(collections()[1])),
         Statement{"tile_geofences", tile_sql(collections()[2])},
     };
     const auto& st = kStatements.at(static_cast<std::size_t>(c.kind));

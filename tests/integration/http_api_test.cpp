@@ -490,6 +490,65 @@ TEST_F(HttpApi, OgcApiFeatures) {
     EXPECT_EQ(HttpClient(server_->port()).get("/collections/vehicles/items").status, 401);
 }
 
+// The history's statements are planned with their values at every request: a generic plan,
+// which PostgreSQL's plan cache keeps for a prepared statement once it looks cheaper than the
+// custom plans made so far, reads the same indexes for a street and for the whole fleet. The
+// current state's statements keep their cached plans. Counted by pg_stat_statements with
+// planning tracked (plans = times planned, calls = times run).
+TEST_F(HttpApi, HistoryStatementsArePlannedWithTheirValuesEachTime) {
+    const auto preload = sql("SHOW shared_preload_libraries").at(0, 0);
+    if (preload.find("pg_stat_statements") == std::string::npos) {
+        GTEST_SKIP() << "pg_stat_statements is not loaded by this server (scripts/pg.sh loads it)";
+    }
+    sql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
+    sql("ALTER DATABASE " + db_.name() + " SET pg_stat_statements.track_planning = on");
+    // One connection, opened after the setting; the counts start now.
+    server_.reset();
+    start([](config::Config& c) { c.http.pool_size = 1; });
+    sql("SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = "
+        "current_database()), 0)");
+    constexpr int kRequests = 9;  // more than the plan cache's five custom plans
+    for (int i = 0; i < kRequests; ++i) {
+        const auto r = read_->get(fmt::format(
+            "/collections/positions/items?bbox=12.9,51.9,{},52.2&datetime=2025-06-01T10:00:00Z/"
+            "2025-06-01T10:0{}:00Z&limit=2",
+            13.1 + 0.01 * i, 1 + i % 5));
+        ASSERT_EQ(r.status, 200) << r.body;
+        const auto v = read_->get(
+            fmt::format("/v1/vehicles?bbox=12.9,51.9,{},52.2&limit=10", 13.1 + 0.01 * i));
+        ASSERT_EQ(v.status, 200) << v.body;
+        // The tile at zoom 8 + i that holds in-1's position of 10:04 (13.04, 52.05).
+        const double n = std::ldexp(1.0, 8 + i);
+        const double lat = 52.05 * M_PI / 180;
+        const auto t = read_->get(
+            fmt::format("/tiles/positions/{}/{}/{}.mvt?datetime=2025-06-01T10:00:00Z/..", 8 + i,
+                        static_cast<int>((13.04 + 180) / 360 * n),
+                        static_cast<int>((1 - std::asinh(std::tan(lat)) / M_PI) / 2 * n)));
+        ASSERT_EQ(t.status, 200) << t.body;
+    }
+    const auto counts = [&](const std::string& like) {
+        const auto r =
+            sql("SELECT coalesce(sum(calls), 0)::text, coalesce(sum(plans), 0)::text FROM "
+                "pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid "
+                "WHERE d.datname = $1 AND s.query LIKE $2",
+                {db_.name(), like});
+        return std::make_pair(std::stoi(r.at(0, 0)), std::stoi(r.at(0, 1)));
+    };
+    // The positions page and its count: each planned at each of its runs.
+    EXPECT_EQ(counts("SELECT vehicle_id, recorded_at%FROM trackd.vehicle_telemetry_history%"),
+              std::make_pair(kRequests, kRequests));
+    EXPECT_EQ(counts("SELECT count(*) FROM trackd.vehicle_telemetry_history%"),
+              std::make_pair(kRequests, kRequests));
+    // The positions' tiles too.
+    EXPECT_EQ(counts("SELECT ST_AsMVT(%FROM trackd.vehicle_telemetry_history%"),
+              std::make_pair(kRequests, kRequests));
+    // The vehicles in a bbox: one prepared statement, planned for its first runs only.
+    const auto vehicles = counts("SELECT vehicle_id%FROM trackd.vehicle_current_state%");
+    EXPECT_EQ(vehicles.first, kRequests);
+    EXPECT_LT(vehicles.second, kRequests);
+    sql("ALTER DATABASE " + db_.name() + " RESET pg_stat_statements.track_planning");
+}
+
 TEST_F(HttpApi, OgcCollectionsReportTheEstimatedExtentOfTheirData) {
     // The fixture was ANALYZEd: the extents are PostGIS's estimates and the statistics' range,
     // not the whole world.

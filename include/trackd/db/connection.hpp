@@ -132,6 +132,9 @@ class Connection {
     void send_script(const std::string& sql);
     void send_prepare(const std::string& name, const std::string& sql);
     void send_prepared(const std::string& name, const Params& params, Format format);
+    // One statement with bound text parameters, planned with their values (an unnamed
+    // statement: nothing stays prepared on the session).
+    void send_query(const std::string& sql, const Params& params, Format format);
     [[nodiscard]] bool answer_ready();
     // Nonblocking mode (libpq's PQsetnonblocking): send_*() then only queue what the socket does
     // not take at once, and flush() sends more of it as the socket takes it, true once all is
