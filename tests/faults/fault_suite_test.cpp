@@ -918,5 +918,63 @@ TEST(Faults, PostgresqlLosingPacketsThenBlackHoledIsNoticedWithinTheKeepaliveBou
     h.check_accounting(load_manifest(h.manifest_path()));
 }
 
+// `trackd migrate` waiting on the migration lock when the network to PostgreSQL goes silent:
+// its request was acknowledged, so it waits idle, and only TCP keepalives on its side notice
+// the cut (the server's own keepalives are not set on a command's session). Without them it
+// waited as long as the lock's holder held on.
+TEST(Faults, AMigrationWaitingOnALockIsEndedByACutOffNetwork) {
+    if (!PacketLoss::usable()) {
+        GTEST_SKIP() << "nft cannot change this machine's packet filter (needs root and "
+                        "nf_tables; scripts/setup.sh installs nftables)";
+    }
+    OwnPostgres pg("pgmigratecut");
+    {
+        db::Connection admin(pg_admin_dsn(), "test");
+        admin.query("ALTER SYSTEM SET listen_addresses = '127.0.0.1,127.0.0.2'");
+    }
+    const auto restart = pg.ctl("restart");
+    ASSERT_EQ(restart.exit_code, 0) << restart.output;
+    TestDatabase db("migratecut", Schema::migrated);
+    // Another migration's session (db::migrate's lock key, server/db/migrator.cpp) holds on.
+    db::Connection holder(db.dsn(), "test holder");
+    holder.query("SELECT pg_advisory_lock(8390876135376027649)");
+    auto dsn = db.dsn();
+    dsn.replace(dsn.find("127.0.0.1"), 9, "127.0.0.2");
+    const std::map<std::string, std::string> env = {{"TRACKD_PG_DSN", dsn},
+                                                    {"TRACKD_PG_KEEPALIVES_IDLE_S", "2"},
+                                                    {"TRACKD_PG_KEEPALIVES_INTERVAL_S", "1"},
+                                                    {"TRACKD_PG_KEEPALIVES_COUNT", "3"}};
+    const auto log = temp_dir("migratecut") + "/migrate.log";
+    ChildProcess migrate({trackd_binary(), "migrate"}, env, log);
+    ASSERT_TRUE(wait_until(std::chrono::seconds(60), [&] {
+        return holder
+                   .query(
+                       "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                       "'trackd migrate' AND wait_event_type = 'Lock'")
+                   .at(0, 0) == "1";
+    })) << IngestHarness::read_file(log);
+    const auto cut = std::chrono::steady_clock::now();
+    {
+        PacketLoss hole(port_of(pg_admin_dsn()), 100);
+        // Not a timing assertion: two minutes is far past the bound (5 s here) and far short of
+        // the holder letting go (never, until the test does).
+        ASSERT_TRUE(migrate.wait_for(std::chrono::seconds(120)))
+            << "trackd migrate still waited after 120 s\n"
+            << IngestHarness::read_file(log);
+        std::printf("[ measured ] trackd migrate gave up %.1f s after the cut (bound 5 s)\n",
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - cut).count());
+        EXPECT_NE(migrate.wait(), 0);
+        EXPECT_NE(IngestHarness::read_file(log).find("timed out"), std::string::npos)
+            << IngestHarness::read_file(log);
+    }
+    // The network back and the lock free: the next run finds the schema up to date. (The cut
+    // session's backend still waits for the lock; once it gets it and cannot answer, it ends.)
+    holder.query("SELECT pg_advisory_unlock(8390876135376027649)");
+    const auto again =
+        run_command("TRACKD_PG_DSN=" + shell_quote(dsn) + " " + trackd_binary() + " migrate 2>&1");
+    EXPECT_EQ(again.exit_code, 0) << again.output;
+    EXPECT_NE(again.output.find("schema is up to date"), std::string::npos) << again.output;
+}
+
 }  // namespace
 }  // namespace trackd::test
