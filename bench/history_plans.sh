@@ -48,7 +48,7 @@ machine="$(machine_description)"
 commit="$(git_describe)"
 
 # The stream starts at 12:00 UTC yesterday, in a partition of its own.
-t0=$(($(date -u -d 'yesterday 12:00' +%s)))
+t0=$(date -u -d 'yesterday 12:00' +%s)
 
 # fill DB MINUTES: the live stream's layout (see the header).
 fill() {
@@ -63,6 +63,7 @@ SELECT 'veh-' || lpad(v::text, 6, '0'),
        random() * 80, random() * 360, 5, NULL, b + 1, v % 12,
        b * 1000 + row_number() OVER (PARTITION BY b ORDER BY v)
   FROM generate_series(0, 1199) b,
+       -- b * 0 ties the subquery to b, so that each batch draws its own vehicles.
        LATERAL (SELECT DISTINCT (1 + floor(random() * 20000))::int AS v
                   FROM generate_series(1, 1000 + b * 0) g) s
  ORDER BY b, v;
@@ -108,14 +109,14 @@ query_file() {
 # so only from the seventh on does a prepared statement run as it will for the rest of the
 # connection's life. Both protocols are counted the same way.
 measure() {
-  local db="$1" file="$2" mode="$3" label="$4" dir="$work/pgb_$4" n
+  local db="$1" file="$2" mode="$3" label="$4" dir="$work/pgb_$4" n p50 p99
   mkdir -p "$dir"
   (cd "$dir" && pgbench -n -h 127.0.0.1 -p "$pg_port" -U postgres -M "$mode" -c 1 -T "$seconds" -l \
     --random-seed 42 -f "$file" "$db" >out 2>&1) || die "pgbench $label: $(tail -n 3 "$dir/out")"
   tail -n +7 "$dir"/pgbench_log.* >"$dir/steady"
   n=$(wc -l <"$dir/steady")
   ((n >= 1)) || die "pgbench $label: no run after the first six in ${seconds}s (raise --seconds)"
-  read -r p50 p90 p99 <<<"$(pg_percentiles "$dir/steady")"
+  read -r p50 _ p99 <<<"$(pg_percentiles "$dir/steady")"
   printf 'p50=%s\np99=%s\nn=%s\n' "$p50" "$p99" "$n" >"$work/$label.kv"
   say "$label: p50 $p50 ms, p99 $p99 ms over $n runs (after the first six)"
 }
