@@ -104,23 +104,6 @@ query_file() {
   echo "$f"
 }
 
-# measure DB FILE MODE LABEL: p50 / p99 (ms, page + count) into $work/LABEL.kv, over the runs
-# after the first six of the connection: the plan cache makes five custom plans and then decides,
-# so only from the seventh on does a prepared statement run as it will for the rest of the
-# connection's life. Both protocols are counted the same way.
-measure() {
-  local db="$1" file="$2" mode="$3" label="$4" dir="$work/pgb_$4" n p50 p99
-  mkdir -p "$dir"
-  (cd "$dir" && pgbench -n -h 127.0.0.1 -p "$pg_port" -U postgres -M "$mode" -c 1 -T "$seconds" -l \
-    --random-seed 42 -f "$file" "$db" >out 2>&1) || die "pgbench $label: $(tail -n 3 "$dir/out")"
-  tail -n +7 "$dir"/pgbench_log.* >"$dir/steady"
-  n=$(wc -l <"$dir/steady")
-  ((n >= 1)) || die "pgbench $label: no run after the first six in ${seconds}s (raise --seconds)"
-  read -r p50 _ p99 <<<"$(pg_percentiles "$dir/steady")"
-  printf 'p50=%s\np99=%s\nn=%s\n' "$p50" "$p99" "$n" >"$work/$label.kv"
-  say "$label: p50 $p50 ms, p99 $p99 ms over $n runs (after the first six)"
-}
-
 rows_of=()
 for m in $minutes_list; do
   db="bench_plans_${m}m_$tag"
@@ -132,8 +115,8 @@ for m in $minutes_list; do
     f="$(query_file "${box}_$m" "$m" "$box")"
     # Alternated, each twice.
     for r in 1 2; do
-      measure "$db" "$f" prepared "${m}_${box}_cached_$r"
-      measure "$db" "$f" extended "${m}_${box}_planned_$r"
+      pgbench_steady "$db" "$f" prepared "${m}_${box}_cached_$r" "$seconds"
+      pgbench_steady "$db" "$f" extended "${m}_${box}_planned_$r" "$seconds"
     done
   done
   drop_db "$db"

@@ -346,6 +346,23 @@ pg_percentiles() {
   cat "$@" | awk '{print $3}' | sort -n | awk '{a[NR]=$1} END{
     printf "%.2f %.2f %.2f", a[int(NR*0.50)]/1000, a[int(NR*0.90)]/1000, a[int(NR*0.99)]/1000}'
 }
+# pgbench_steady DB FILE MODE LABEL SECONDS: pgbench with FILE on DB, one client, protocol MODE,
+# for SECONDS; p50 / p99 (ms) and the number of runs into $work/LABEL.kv, counted from the
+# connection's seventh run on: the plan cache makes five custom plans and then decides, so only
+# from the seventh on does a prepared statement run as it will for the rest of the connection's
+# life. Every protocol is counted the same way.
+pgbench_steady() {
+  local db="$1" file="$2" mode="$3" label="$4" seconds="$5" dir="$work/pgb_$4" n p50 p99
+  mkdir -p "$dir"
+  (cd "$dir" && pgbench -n -h 127.0.0.1 -p "$pg_port" -U postgres -M "$mode" -c 1 -T "$seconds" -l \
+    --random-seed 42 -f "$file" "$db" >out 2>&1) || die "pgbench $label: $(tail -n 3 "$dir/out")"
+  tail -n +7 "$dir"/pgbench_log.* >"$dir/steady"
+  n=$(wc -l <"$dir/steady")
+  ((n >= 1)) || die "pgbench $label: no run after the first six in ${seconds}s (raise --seconds)"
+  read -r p50 _ p99 <<<"$(pg_percentiles "$dir/steady")"
+  printf 'p50=%s\np99=%s\nn=%s\n' "$p50" "$p99" "$n" >"$work/$label.kv"
+  say "$label: p50 $p50 ms, p99 $p99 ms over $n runs (after the first six)"
+}
 # kv FILE KEY: the value of a key=value line.
 kv() { sed -n "s/^$2=//p" "$1" | tail -n 1; }
 # Arithmetic with floats.

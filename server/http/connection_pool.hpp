@@ -52,7 +52,8 @@ struct Statement {
 Statement statement_for(const std::string& sql, db::Format results = db::Format::text);
 // A statement planned with its values each time: for queries whose best plan depends on them so
 // much that a generic plan is no plan at all (a bbox and a time window over the history, where
-// which index to read depends on how much of the partition each selects).
+// which index to read depends on how much of the partition each selects; a page of the vehicles
+// in a large box, box_planned_each_time()).
 Statement planned_each_time(const std::string& sql, db::Format results = db::Format::text);
 
 struct PoolSettings {

@@ -25,6 +25,13 @@ std::string vehicle_in_box(const std::string& box, const std::string& alias) {
            box;
 }
 
+bool box_planned_each_time(const BBox& box) {
+    constexpr double kCellsPerDegree = 128;  // trackd.cell_corner's grid (V0016)
+    const double cells = (box.max_lon - box.min_lon) * kCellsPerDegree *
+                         (box.max_lat - box.min_lat) * kCellsPerDegree;
+    return cells > kCellsPlannedEachTime;
+}
+
 namespace {
 
 void number_or_null(JsonWriter& w, const db::Result& r, int row, int col) {

@@ -35,6 +35,18 @@ extern const char* const kGeofenceColumns;
 // into `box`, and geom && box keeps the exact ones.
 std::string vehicle_in_box(const std::string& box, const std::string& alias = "");
 
+struct BBox;  // params.hpp
+// Whether a statement of the current state filtered by vehicle_in_box(`box`) and paged in
+// vehicle_id order is planned with its values each time (planned_each_time) instead of keeping
+// its cached plan. The cached, generic plan reads the box through the cells' SP-GiST and sorts:
+// the best plan for a small box, but for one over much of the fleet it reads every vehicle in
+// the box for every page, where the plan made with the values walks the primary key and stops
+// at the page. A box over more than kCellsPlannedEachTime cells is planned each time; planning
+// costs about 0.1 ms, which only a small box's page notices (docs/benchmarks.md, "The current
+// state's large boxes are planned each time").
+constexpr double kCellsPlannedEachTime = 16 * 16;
+bool box_planned_each_time(const BBox& box);
+
 // Writes a Feature; `extra` members are added to its properties (e.g. distance_m), in order.
 using ExtraProperties = std::vector<std::pair<const char*, double>>;
 void write_vehicle(JsonWriter& w, const db::Result& r, int row, const ExtraProperties& extra = {});

@@ -285,8 +285,15 @@ boost::asio::awaitable<Response> FeaturesService::items(const Request& req, cons
     // The filters, shared by the page query and the count.
     SqlBuilder sql(std::string("SELECT ") + columns + " FROM " + table + " WHERE true");
     std::string filters;
+    // The history's statements are planned with their values: a generic plan cannot tell a
+    // bbox of a street from one of the whole fleet, nor a minute from a day, and picks the same
+    // indexes for both (docs/benchmarks.md, "The history's statements are planned with their
+    // values"). So are the vehicles' in a large box (box_planned_each_time). The others keep
+    // their cached plans, which suit any values.
+    auto statement = c.kind == Kind::positions ? planned_each_time : statement_for;
     if (const auto text = q.get("bbox")) {
         const BBox b = parse_bbox("bbox", *text);
+        if (c.kind == Kind::vehicles && box_planned_each_time(b)) statement = planned_each_time;
         const std::string env = "ST_MakeEnvelope(" + sql.bind(fmt::format("{}", b.min_lon)) + ", " +
                                 sql.bind(fmt::format("{}", b.min_lat)) + ", " +
                                 sql.bind(fmt::format("{}", b.max_lon)) + ", " +
@@ -337,12 +344,6 @@ boost::asio::awaitable<Response> FeaturesService::items(const Request& req, cons
     }
     sql += order + " LIMIT " + sql.bind(page.fetch_limit());
     const auto format = c.kind == Kind::geofences ? db::Format::text : db::Format::binary;
-    // The history's statements are planned with their values: a generic plan cannot tell a
-    // bbox of a street from one of the whole fleet, nor a minute from a day, and picks the same
-    // indexes for both (docs/benchmarks.md, "The history's statements are planned with their
-    // values"). The vehicles' and geofences' statements keep their cached plans, which suit any
-    // values.
-    const auto statement = c.kind == Kind::positions ? planned_each_time : statement_for;
     const auto page_st = statement(sql.sql(), format);
     const auto r = co_await ctx_.pool.run(page_st, sql.params());
     const auto count_st = statement(

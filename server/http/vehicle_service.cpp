@@ -100,8 +100,10 @@ boost::asio::awaitable<Response> VehicleService::list(const Request& req) {
                            parse_limit(q, kDefaultLimit, ctx_.http.max_limit));
     SqlBuilder sql(std::string("SELECT ") + kVehicleColumns +
                    " FROM trackd.vehicle_current_state WHERE true");
+    auto statement = statement_for;
     if (const auto text = q.get("bbox")) {
         const BBox b = parse_bbox("bbox", *text);
+        if (box_planned_each_time(b)) statement = planned_each_time;
         const std::string env = "ST_MakeEnvelope(" + sql.bind(fmt::format("{}", b.min_lon)) + ", " +
                                 sql.bind(fmt::format("{}", b.min_lat)) + ", " +
                                 sql.bind(fmt::format("{}", b.max_lon)) + ", " +
@@ -119,7 +121,7 @@ boost::asio::awaitable<Response> VehicleService::list(const Request& req) {
     // Ordered by the primary key, so that following `next` links returns every vehicle exactly
     // once.
     sql += " ORDER BY vehicle_id" + page.limit_clause();
-    const auto st = statement_for(sql.sql(), db::Format::binary);
+    const auto st = statement(sql.sql(), db::Format::binary);
     const auto r = co_await ctx_.pool.run(st, sql.params());
     co_return page.respond(r, [&r](JsonWriter& w, int row) { write_vehicle(w, r, row); });
 }

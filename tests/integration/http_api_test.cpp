@@ -84,6 +84,32 @@ class HttpApi : public HttpFixture {
         });
         ASSERT_EQ(read_->get("/v1/vehicles/in-1").status, 200);
     }
+
+    // Counts from now on how often each statement of the API's one connection is run and
+    // planned (pg_stat_statements with track_planning); false when the server has no
+    // pg_stat_statements (scripts/pg.sh loads it).
+    bool count_plans() {
+        const auto preload = sql("SHOW shared_preload_libraries").at(0, 0);
+        if (preload.find("pg_stat_statements") == std::string::npos) return false;
+        sql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
+        sql("ALTER DATABASE " + db_.name() + " SET pg_stat_statements.track_planning = on");
+        // One connection, opened after the setting; the counts start now.
+        server_.reset();
+        start([](config::Config& c) { c.http.pool_size = 1; });
+        sql("SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = "
+            "current_database()), 0)");
+        return true;
+    }
+
+    // {calls, plans} of the statements whose text is LIKE `like`, since count_plans().
+    std::pair<int, int> calls_and_plans(const std::string& like) {
+        const auto r =
+            sql("SELECT coalesce(sum(calls), 0)::text, coalesce(sum(plans), 0)::text FROM "
+                "pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid "
+                "WHERE d.datname = $1 AND s.query LIKE $2",
+                {db_.name(), like});
+        return {std::stoi(r.at(0, 0)), std::stoi(r.at(0, 1))};
+    }
 };
 
 TEST_F(HttpApi, VehicleById) {
@@ -496,17 +522,7 @@ TEST_F(HttpApi, OgcApiFeatures) {
 // current state's statements keep their cached plans. Counted by pg_stat_statements with
 // planning tracked (plans = times planned, calls = times run).
 TEST_F(HttpApi, HistoryStatementsArePlannedWithTheirValuesEachTime) {
-    const auto preload = sql("SHOW shared_preload_libraries").at(0, 0);
-    if (preload.find("pg_stat_statements") == std::string::npos) {
-        GTEST_SKIP() << "pg_stat_statements is not loaded by this server (scripts/pg.sh loads it)";
-    }
-    sql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
-    sql("ALTER DATABASE " + db_.name() + " SET pg_stat_statements.track_planning = on");
-    // One connection, opened after the setting; the counts start now.
-    server_.reset();
-    start([](config::Config& c) { c.http.pool_size = 1; });
-    sql("SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = "
-        "current_database()), 0)");
+    if (!count_plans()) GTEST_SKIP() << "pg_stat_statements is not loaded by this server";
     constexpr int kRequests = 9;  // more than the plan cache's five custom plans
     for (int i = 0; i < kRequests; ++i) {
         const auto r = read_->get(fmt::format(
@@ -514,8 +530,9 @@ TEST_F(HttpApi, HistoryStatementsArePlannedWithTheirValuesEachTime) {
             "2025-06-01T10:0{}:00Z&limit=2",
             13.1 + 0.01 * i, 1 + i % 5));
         ASSERT_EQ(r.status, 200) << r.body;
+        // A small box (at most 0.108° x 0.1°, under 256 of the grid's cells).
         const auto v = read_->get(
-            fmt::format("/v1/vehicles?bbox=12.9,51.9,{},52.2&limit=10", 13.1 + 0.01 * i));
+            fmt::format("/v1/vehicles?bbox=12.9,51.9,{},52.0&limit=10", 13.0 + 0.001 * i));
         ASSERT_EQ(v.status, 200) << v.body;
         // The tile at zoom 8 + i that holds in-1's position of 10:04 (13.04, 52.05).
         const double n = std::ldexp(1.0, 8 + i);
@@ -526,27 +543,46 @@ TEST_F(HttpApi, HistoryStatementsArePlannedWithTheirValuesEachTime) {
                         static_cast<int>((1 - std::asinh(std::tan(lat)) / M_PI) / 2 * n)));
         ASSERT_EQ(t.status, 200) << t.body;
     }
-    const auto counts = [&](const std::string& like) {
-        const auto r =
-            sql("SELECT coalesce(sum(calls), 0)::text, coalesce(sum(plans), 0)::text FROM "
-                "pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid "
-                "WHERE d.datname = $1 AND s.query LIKE $2",
-                {db_.name(), like});
-        return std::make_pair(std::stoi(r.at(0, 0)), std::stoi(r.at(0, 1)));
-    };
     // The positions page and its count: each planned at each of its runs.
-    EXPECT_EQ(counts("SELECT vehicle_id, recorded_at%FROM trackd.vehicle_telemetry_history%"),
-              std::make_pair(kRequests, kRequests));
-    EXPECT_EQ(counts("SELECT count(*) FROM trackd.vehicle_telemetry_history%"),
+    EXPECT_EQ(
+        calls_and_plans("SELECT vehicle_id, recorded_at%FROM trackd.vehicle_telemetry_history%"),
+        std::make_pair(kRequests, kRequests));
+    EXPECT_EQ(calls_and_plans("SELECT count(*) FROM trackd.vehicle_telemetry_history%"),
               std::make_pair(kRequests, kRequests));
     // The positions' tiles too.
-    EXPECT_EQ(counts("SELECT ST_AsMVT(%FROM trackd.vehicle_telemetry_history%"),
+    EXPECT_EQ(calls_and_plans("SELECT ST_AsMVT(%FROM trackd.vehicle_telemetry_history%"),
               std::make_pair(kRequests, kRequests));
-    // The vehicles in a bbox: one prepared statement, planned for its first runs only.
-    const auto vehicles = counts("SELECT vehicle_id%FROM trackd.vehicle_current_state%");
+    // The vehicles in a small box: one prepared statement, planned for its first runs only.
+    const auto vehicles = calls_and_plans("SELECT vehicle_id%FROM trackd.vehicle_current_state%");
     EXPECT_EQ(vehicles.first, kRequests);
     EXPECT_LT(vehicles.second, kRequests);
-    sql("ALTER DATABASE " + db_.name() + " RESET pg_stat_statements.track_planning");
+}
+
+// A box over much of the fleet: its generic plan would read every vehicle in it for each page.
+TEST_F(HttpApi, VehiclesInALargeBoxArePlannedWithTheirValuesEachTime) {
+    const auto expected_rows =
+        sql("SELECT vehicle_id FROM trackd.vehicle_current_state ORDER BY vehicle_id");
+    std::vector<std::string> expected;
+    for (int i = 0; i < expected_rows.rows(); ++i) expected.push_back(expected_rows.at(i, 0));
+    ASSERT_EQ(expected.size(), 46U);
+    if (!count_plans()) GTEST_SKIP() << "pg_stat_statements is not loaded by this server";
+    // All of the fixture's vehicles (10.0 .. 14.55 E, 50.0 .. 52.1 N), 7 pages of 7: each
+    // exactly once, in order.
+    EXPECT_EQ(all_pages(*read_, "/v1/vehicles?bbox=9,49,15,53&limit=7", 7), expected);
+    constexpr int kRequests = 9;
+    for (int i = 0; i < kRequests; ++i) {
+        const auto r =
+            read_->get(fmt::format("/collections/vehicles/items?bbox=9,49,{},53&limit=10", 15 + i));
+        ASSERT_EQ(r.status, 200) << r.body;
+        const auto doc = r.json();
+        EXPECT_EQ(doc["numberMatched"].get_int64().value(), 46);
+        EXPECT_EQ(doc["features"].get_array().size(), 10U);
+    }
+    // The 7 pages and the 9 OGC pages, each planned at its run; the OGC pages' counts too.
+    EXPECT_EQ(calls_and_plans("SELECT vehicle_id%FROM trackd.vehicle_current_state%"),
+              std::make_pair(7 + kRequests, 7 + kRequests));
+    EXPECT_EQ(calls_and_plans("SELECT count(*) FROM trackd.vehicle_current_state%"),
+              std::make_pair(kRequests, kRequests));
 }
 
 TEST_F(HttpApi, OgcCollectionsReportTheEstimatedExtentOfTheirData) {
