@@ -1,6 +1,7 @@
 // The HTTP API against the real local PostgreSQL/PostGIS, with fixed fixture data
 // (support/http_fixture.hpp): exact vehicle sets, distances against PostGIS, paging, geofence
 // writes, OGC API - Features, errors, limits, timeouts and access control.
+#include <algorithm>
 #include <cmath>
 #include <future>
 #include <set>
@@ -395,6 +396,34 @@ TEST_F(HttpApi, GeofenceInsideAndOutsideExactly) {
               std::make_pair(404, std::string("zone_name")));
     EXPECT_EQ(outcome(read_->get("/v1/geofences/square/vehicles?state=near")),
               std::make_pair(400, std::string("state")));
+}
+
+// A zone over most of the fleet, with a hole whose edge holds a vehicle: every page size returns
+// exactly the vehicles PostGIS says the zone covers, each once, in order.
+TEST_F(HttpApi, VehiclesInsideAGeofenceHoldingMuchOfTheFleetArePagedExactly) {
+    sql("INSERT INTO trackd.vehicle_current_state (vehicle_id, last_updated, geom, speed_kmh, "
+        "heading_deg, accuracy_m, attributes, ingest_batch_id, kafka_partition, kafka_offset) "
+        "SELECT 'many-' || lpad(i::text, 3, '0'), '2025-06-01T10:00:00Z', "
+        "ST_SetSRID(ST_MakePoint(10.5 + i * 0.01, 50.5 + (i % 7) * 0.1, 0), 4326), 1, 2, 3, "
+        "NULL, 1, 0, i FROM generate_series(1, 150) i");
+    // The fixture's region with a hole, whose edge holds one of the new vehicles.
+    sql("INSERT INTO trackd.geofence_zones (zone_name, fence_geom) VALUES ('fleet', "
+        "ST_Multi(ST_GeomFromText('POLYGON((9 49, 15 49, 15 53, 9 53, 9 49), (11 50.55, 11.3 "
+        "50.55, 11.3 50.65, 11 50.65, 11 50.55))', 4326)))");
+    const auto truth =
+        sql("SELECT v.vehicle_id FROM trackd.vehicle_current_state v, trackd.geofence_zones z "
+            "WHERE z.zone_name = 'fleet' AND ST_Covers(z.fence_geom, v.geom) ORDER BY 1");
+    std::vector<std::string> expected;
+    for (int i = 0; i < truth.rows(); ++i) expected.push_back(truth.at(i, 0));
+    ASSERT_GT(expected.size(), 150U);
+    const auto has = [&](const char* id) {
+        return std::find(expected.begin(), expected.end(), id) != expected.end();
+    };
+    EXPECT_TRUE(has("many-050"));   // (11.0, 50.6): on the hole's edge
+    EXPECT_FALSE(has("many-057"));  // (11.07, 50.6): in the hole
+    EXPECT_EQ(all_pages(*read_, "/v1/geofences/fleet/vehicles?limit=1", 1), expected);
+    EXPECT_EQ(all_pages(*read_, "/v1/geofences/fleet/vehicles?limit=7", 7), expected);
+    EXPECT_EQ(all_pages(*read_, "/v1/geofences/fleet/vehicles?limit=1000", 1000), expected);
 }
 
 TEST_F(HttpApi, GeofenceWriteReadDelete) {
