@@ -399,7 +399,9 @@ TEST_F(HttpApi, GeofenceInsideAndOutsideExactly) {
 }
 
 // A zone over most of the fleet, with a hole whose edge holds a vehicle: every page size returns
-// exactly the vehicles PostGIS says the zone covers, each once, in order.
+// exactly the vehicles PostGIS says the zone covers, each once, in order. The zone holds more
+// than sqrt(page * max(fleet, 10,000)) vehicles for pages of 1 (142), which walk the primary
+// key, and fewer for pages of 7 (283), which read the zone's cells.
 TEST_F(HttpApi, VehiclesInsideAGeofenceHoldingMuchOfTheFleetArePagedExactly) {
     sql("INSERT INTO trackd.vehicle_current_state (vehicle_id, last_updated, geom, speed_kmh, "
         "heading_deg, accuracy_m, attributes, ingest_batch_id, kafka_partition, kafka_offset) "
@@ -421,6 +423,36 @@ TEST_F(HttpApi, VehiclesInsideAGeofenceHoldingMuchOfTheFleetArePagedExactly) {
     };
     EXPECT_TRUE(has("many-050"));   // (11.0, 50.6): on the hole's edge
     EXPECT_FALSE(has("many-057"));  // (11.07, 50.6): in the hole
+    ASSERT_LT(expected.size(), 283U);
+
+    // Which way a page was found, from the index scans the API's connection counted: a backend
+    // reports its counts when it exits (when idle, only 10 s after its last report), so the
+    // server is started again after the request, which closes its connections.
+    const auto scans = [&](const char* index) {
+        return std::stoll(
+            sql("SELECT idx_scan::text FROM pg_stat_user_indexes WHERE indexrelname = $1", {index})
+                .at(0, 0));
+    };
+    const auto after_request = [&](const std::string& target, const char* index, long long from) {
+        const auto r = read_->get(target);
+        EXPECT_EQ(r.status, 200) << r.body;
+        server_.reset();
+        start();
+        for (int i = 0; i < 100 && scans(index) == from; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+    };
+    const char* key = "vehicle_current_state_pkey";
+    const char* cells = "vehicle_current_state_cell_corner_spgist";
+    auto key0 = scans(key);
+    const auto cells0 = scans(cells);
+    after_request("/v1/geofences/fleet/vehicles?limit=7", cells, cells0);
+    EXPECT_GT(scans(cells), cells0);
+    EXPECT_EQ(scans(key), key0) << "a page of 7 walked the primary key";
+    key0 = scans(key);
+    after_request("/v1/geofences/fleet/vehicles?limit=1", key, key0);
+    EXPECT_EQ(scans(key), key0 + 1) << "a page of 1 did not walk the primary key";
+
     EXPECT_EQ(all_pages(*read_, "/v1/geofences/fleet/vehicles?limit=1", 1), expected);
     EXPECT_EQ(all_pages(*read_, "/v1/geofences/fleet/vehicles?limit=7", 7), expected);
     EXPECT_EQ(all_pages(*read_, "/v1/geofences/fleet/vehicles?limit=1000", 1000), expected);
