@@ -922,35 +922,49 @@ TEST(Faults, PostgresqlLosingPacketsThenBlackHoledIsNoticedWithinTheKeepaliveBou
 // its request was acknowledged, so it waits idle, and only TCP keepalives on its side notice
 // the cut (the server's own keepalives are not set on a command's session). Without them it
 // waited as long as the lock's holder held on.
-TEST(Faults, AMigrationWaitingOnALockIsEndedByACutOffNetwork) {
+// What a command holds and does in CommandWaitingOnALockIsEndedByACutOffNetwork.
+struct LockedCommand {
+    std::string command;    // `trackd <command>`
+    std::string hold;       // SQL another session runs first, and keeps
+    std::string let_go;     // SQL that session runs once the network is back
+    std::string clean_run;  // what the next run prints, on the network and with the lock free
+};
+
+// `trackd <command>` (keepalive bound 2 + 1 x 3 = 5 s) waits, through 127.0.0.2, on a lock
+// another session holds; then every packet to and from the server is dropped. It exits, naming
+// the timeout; with the network back and the lock free, the next run succeeds.
+void command_waiting_on_a_lock_is_ended_by_a_cut_off_network(const LockedCommand& c) {
     if (!PacketLoss::usable()) {
         GTEST_SKIP() << "nft cannot change this machine's packet filter (needs root and "
                         "nf_tables; scripts/setup.sh installs nftables)";
     }
-    OwnPostgres pg("pgmigratecut");
+    OwnPostgres pg("pg" + c.command + "cut");
     {
         db::Connection admin(pg_admin_dsn(), "test");
         admin.query("ALTER SYSTEM SET listen_addresses = '127.0.0.1,127.0.0.2'");
     }
     const auto restart = pg.ctl("restart");
     ASSERT_EQ(restart.exit_code, 0) << restart.output;
-    TestDatabase db("migratecut", Schema::migrated);
-    // Another migration's session (db::migrate's lock key, server/db/migrator.cpp) holds on.
+    TestDatabase db(c.command + "cut", Schema::migrated);
     db::Connection holder(db.dsn(), "test holder");
-    holder.query("SELECT pg_advisory_lock(8390876135376027649)");
+    holder.exec_script(c.hold);
+    // Watched from a session of its own: inside the holder's transaction pg_stat_activity would
+    // keep showing the snapshot of its first read.
+    db::Connection watcher(db.dsn(), "test watcher");
     auto dsn = db.dsn();
     dsn.replace(dsn.find("127.0.0.1"), 9, "127.0.0.2");
     const std::map<std::string, std::string> env = {{"TRACKD_PG_DSN", dsn},
                                                     {"TRACKD_PG_KEEPALIVES_IDLE_S", "2"},
                                                     {"TRACKD_PG_KEEPALIVES_INTERVAL_S", "1"},
                                                     {"TRACKD_PG_KEEPALIVES_COUNT", "3"}};
-    const auto log = temp_dir("migratecut") + "/migrate.log";
-    ChildProcess migrate({trackd_binary(), "migrate"}, env, log);
+    const auto log = temp_dir(c.command + "cut") + "/" + c.command + ".log";
+    ChildProcess run({trackd_binary(), c.command}, env, log);
     ASSERT_TRUE(wait_until(std::chrono::seconds(60), [&] {
-        return holder
+        return watcher
                    .query(
-                       "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
-                       "'trackd migrate' AND wait_event_type = 'Lock'")
+                       "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND "
+                       "wait_event_type = 'Lock'",
+                       {"trackd " + c.command})
                    .at(0, 0) == "1";
     })) << IngestHarness::read_file(log);
     const auto cut = std::chrono::steady_clock::now();
@@ -958,22 +972,38 @@ TEST(Faults, AMigrationWaitingOnALockIsEndedByACutOffNetwork) {
         PacketLoss hole(port_of(pg_admin_dsn()), 100);
         // Not a timing assertion: two minutes is far past the bound (5 s here) and far short of
         // the holder letting go (never, until the test does).
-        ASSERT_TRUE(migrate.wait_for(std::chrono::seconds(120)))
-            << "trackd migrate still waited after 120 s\n"
+        ASSERT_TRUE(run.wait_for(std::chrono::seconds(120)))
+            << "trackd " << c.command << " still waited after 120 s\n"
             << IngestHarness::read_file(log);
-        std::printf("[ measured ] trackd migrate gave up %.1f s after the cut (bound 5 s)\n",
+        std::printf("[ measured ] trackd %s gave up %.1f s after the cut (bound 5 s)\n",
+                    c.command.c_str(),
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - cut).count());
-        EXPECT_NE(migrate.wait(), 0);
+        EXPECT_NE(run.wait(), 0);
         EXPECT_NE(IngestHarness::read_file(log).find("timed out"), std::string::npos)
             << IngestHarness::read_file(log);
     }
-    // The network back and the lock free: the next run finds the schema up to date. (The cut
-    // session's backend still waits for the lock; once it gets it and cannot answer, it ends.)
-    holder.query("SELECT pg_advisory_unlock(8390876135376027649)");
-    const auto again =
-        run_command("TRACKD_PG_DSN=" + shell_quote(dsn) + " " + trackd_binary() + " migrate 2>&1");
+    // The network back and the lock free. (The cut session's backend still waits for the lock;
+    // once it gets it and cannot answer, it ends.)
+    holder.exec_script(c.let_go);
+    const auto again = run_command("TRACKD_PG_DSN=" + shell_quote(dsn) + " " + trackd_binary() +
+                                   " " + c.command + " 2>&1");
     EXPECT_EQ(again.exit_code, 0) << again.output;
-    EXPECT_NE(again.output.find("schema is up to date"), std::string::npos) << again.output;
+    EXPECT_NE(again.output.find(c.clean_run), std::string::npos) << again.output;
+}
+
+TEST(Faults, AMigrationWaitingOnALockIsEndedByACutOffNetwork) {
+    // Another migration's session (db::migrate's lock key, server/db/migrator.cpp) holds on.
+    command_waiting_on_a_lock_is_ended_by_a_cut_off_network(
+        {"migrate", "SELECT pg_advisory_lock(8390876135376027649)",
+         "SELECT pg_advisory_unlock(8390876135376027649)", "schema is up to date"});
+}
+
+TEST(Faults, AnAuditWaitingOnALockIsEndedByACutOffNetwork) {
+    // A session holding the offsets table (as a DBA's ALTER TABLE would): the audit's snapshot
+    // waits on it at its first read of the table.
+    command_waiting_on_a_lock_is_ended_by_a_cut_off_network(
+        {"audit", "BEGIN; LOCK TABLE trackd.kafka_offsets IN ACCESS EXCLUSIVE MODE", "ROLLBACK",
+         "result: no violation"});
 }
 
 }  // namespace
