@@ -42,7 +42,7 @@ struct BBox;  // params.hpp
 // the best plan for a small box, but for one over much of the fleet it reads every vehicle in
 // the box for every page, where the plan made with the values walks the primary key and stops
 // at the page. A box over more than kCellsPlannedEachTime cells is planned each time; planning
-// costs about 0.1 ms, which only a small box's page notices (docs/benchmarks.md, "The current
+// costs 0.1-0.2 ms, which only a small box's page notices (docs/benchmarks.md, "The current
 // state's large boxes are planned each time").
 constexpr double kCellsPlannedEachTime = 16 * 16;
 bool box_planned_each_time(const BBox& box);
