@@ -181,15 +181,15 @@ boost::asio::awaitable<Response> GeofenceService::vehicles(const Request& req,
     // cells reaching into the zone's bounding box hold every vehicle inside it) and sorted for
     // the page. A zone that holds much of the fleet is paged by walking the primary key and
     // testing each vehicle until the page is full (`_ST_Covers`: ST_Covers without its index
-    // clause, so that PostgreSQL expects many to match and walks the key; the zone in a CTE,
-    // which keeps the walk out of parallel workers, whose start would cost more than the page),
-    // instead of reading every vehicle in the zone for each page (docs/benchmarks.md, "Vehicles
-    // inside a large geofence"). Outside pages through vehicles in id order and measures only
-    // the page: the geodesic distance to the zone, on the spheroid. The first page has no
-    // `after` condition: in a generic plan "vehicle_id > $2" would be planned as a range over
-    // the whole key.
+    // clause, so that PostgreSQL expects many to match and walks the key), instead of reading
+    // every vehicle in the zone for each page (docs/benchmarks.md, "Vehicles inside a large
+    // geofence"). Outside walks the key the same way and measures only the page: the geodesic
+    // distance to the zone, on the spheroid. Where the key is walked the zone comes from a
+    // MATERIALIZED CTE, which keeps the walk out of parallel workers: their start costs more
+    // than the page. The first page has no `after` condition: in a generic plan
+    // "vehicle_id > $2" would be planned as a range over the whole key.
     const bool is_inside = state == "inside";
-    bool walk_the_key = false;
+    bool walk_the_key = !is_inside;
     if (is_inside) {
         walk_the_key = co_await holds_much_of_the_fleet(zone_name, std::stoll(page.fetch_limit()));
     }
@@ -201,29 +201,25 @@ boost::asio::awaitable<Response> GeofenceService::vehicles(const Request& req,
             sql.bind(zone_name) + ") ";
     }
     sql += std::string("SELECT ") + kVehicleColumns;
-    if (walk_the_key) {
-        sql += " FROM trackd.vehicle_current_state v, z WHERE _ST_Covers(z.fence_geom, v.geom)";
-        if (!after.empty()) sql += " AND v.vehicle_id > " + sql.bind(after);
-        sql += " ORDER BY v.vehicle_id" + page.limit_clause();
-    } else if (is_inside) {
+    const std::string after_it = after.empty() ? "" : "v.vehicle_id > " + sql.bind(after);
+    if (!is_inside) {
+        sql +=
+            ", ST_Distance(z.fence_geom::geography, v.geom::geography) FROM (SELECT v.* FROM "
+            "trackd.vehicle_current_state v, z WHERE NOT ST_Covers(z.fence_geom, v.geom)" +
+            (after.empty() ? "" : " AND " + after_it) + " ORDER BY v.vehicle_id" +
+            page.limit_clause() + ") v, z ORDER BY v.vehicle_id";
+    } else if (walk_the_key) {
+        sql += " FROM trackd.vehicle_current_state v, z WHERE _ST_Covers(z.fence_geom, v.geom)" +
+               (after.empty() ? "" : " AND " + after_it) + " ORDER BY v.vehicle_id" +
+               page.limit_clause();
+    } else {
         sql +=
             " FROM trackd.vehicle_current_state v JOIN trackd.geofence_zones z ON z.zone_name = " +
             sql.bind(zone_name) +
             " AND ST_Covers(z.fence_geom, v.geom) AND v.cell_corner && "
-            "trackd.cell_corners_for(z.fence_geom)";
-        if (!after.empty()) sql += " WHERE v.vehicle_id > " + sql.bind(after);
-        sql += " ORDER BY v.vehicle_id" + page.limit_clause();
-    } else {
-        const std::string zone = sql.bind(zone_name);
-        sql +=
-            ", ST_Distance(z.fence_geom::geography, v.geom::geography) FROM "
-            "(SELECT v.* FROM trackd.vehicle_current_state v JOIN trackd.geofence_zones z "
-            "ON z.zone_name = " +
-            zone + " AND NOT ST_Covers(z.fence_geom, v.geom)";
-        if (!after.empty()) sql += " WHERE v.vehicle_id > " + sql.bind(after);
-        sql += " ORDER BY v.vehicle_id" + page.limit_clause() +
-               ") v JOIN trackd.geofence_zones z ON z.zone_name = " + zone +
-               " ORDER BY v.vehicle_id";
+            "trackd.cell_corners_for(z.fence_geom)" +
+            (after.empty() ? "" : " WHERE " + after_it) + " ORDER BY v.vehicle_id" +
+            page.limit_clause();
     }
     const auto st = statement_for(sql.sql(), db::Format::binary);
     const auto r = co_await ctx_.pool.run(st, sql.params());

@@ -456,6 +456,15 @@ TEST_F(HttpApi, VehiclesInsideAGeofenceHoldingMuchOfTheFleetArePagedExactly) {
     EXPECT_EQ(all_pages(*read_, "/v1/geofences/fleet/vehicles?limit=1", 1), expected);
     EXPECT_EQ(all_pages(*read_, "/v1/geofences/fleet/vehicles?limit=7", 7), expected);
     EXPECT_EQ(all_pages(*read_, "/v1/geofences/fleet/vehicles?limit=1000", 1000), expected);
+    // Outside: everyone else, paged the same way.
+    const auto others =
+        sql("SELECT v.vehicle_id FROM trackd.vehicle_current_state v, trackd.geofence_zones z "
+            "WHERE z.zone_name = 'fleet' AND NOT ST_Covers(z.fence_geom, v.geom) ORDER BY 1");
+    std::vector<std::string> outside;
+    for (int i = 0; i < others.rows(); ++i) outside.push_back(others.at(i, 0));
+    // The four in the hole.
+    ASSERT_EQ(outside, (std::vector<std::string>{"many-057", "many-064", "many-071", "many-078"}));
+    EXPECT_EQ(all_pages(*read_, "/v1/geofences/fleet/vehicles?state=outside&limit=2", 2), outside);
 }
 
 TEST_F(HttpApi, GeofenceWriteReadDelete) {
