@@ -169,8 +169,8 @@ boost::asio::awaitable<Response> GeofenceService::vehicles(const Request& req,
     if (state != "inside" && state != "outside") {
         bad_parameter("state", "'" + state + "' is not inside or outside");
     }
-    const FeaturePage page(req, ctx_.fallback_host,
-                           parse_limit(q, kDefaultLimit, ctx_.http.max_limit));
+    const int limit = parse_limit(q, kDefaultLimit, ctx_.http.max_limit);
+    const FeaturePage page(req, ctx_.fallback_host, limit);
     std::string after;
     if (const auto a = q.get("after")) {
         check_identifier("after", *a, kMaxIdentifierBytes);
@@ -191,7 +191,7 @@ boost::asio::awaitable<Response> GeofenceService::vehicles(const Request& req,
     const bool is_inside = state == "inside";
     bool walk_the_key = !is_inside;
     if (is_inside) {
-        walk_the_key = co_await holds_much_of_the_fleet(zone_name, std::stoll(page.fetch_limit()));
+        walk_the_key = co_await holds_much_of_the_fleet(zone_name, limit + 1);
     }
     SqlBuilder sql("");
     if (walk_the_key) {
@@ -201,25 +201,23 @@ boost::asio::awaitable<Response> GeofenceService::vehicles(const Request& req,
             sql.bind(zone_name) + ") ";
     }
     sql += std::string("SELECT ") + kVehicleColumns;
-    const std::string after_it = after.empty() ? "" : "v.vehicle_id > " + sql.bind(after);
+    const std::string and_after = after.empty() ? "" : " AND v.vehicle_id > " + sql.bind(after);
     if (!is_inside) {
         sql +=
             ", ST_Distance(z.fence_geom::geography, v.geom::geography) FROM (SELECT v.* FROM "
             "trackd.vehicle_current_state v, z WHERE NOT ST_Covers(z.fence_geom, v.geom)" +
-            (after.empty() ? "" : " AND " + after_it) + " ORDER BY v.vehicle_id" +
-            page.limit_clause() + ") v, z ORDER BY v.vehicle_id";
+            and_after + " ORDER BY v.vehicle_id" + page.limit_clause() +
+            ") v, z ORDER BY v.vehicle_id";
     } else if (walk_the_key) {
         sql += " FROM trackd.vehicle_current_state v, z WHERE _ST_Covers(z.fence_geom, v.geom)" +
-               (after.empty() ? "" : " AND " + after_it) + " ORDER BY v.vehicle_id" +
-               page.limit_clause();
+               and_after + " ORDER BY v.vehicle_id" + page.limit_clause();
     } else {
         sql +=
             " FROM trackd.vehicle_current_state v JOIN trackd.geofence_zones z ON z.zone_name = " +
             sql.bind(zone_name) +
             " AND ST_Covers(z.fence_geom, v.geom) AND v.cell_corner && "
             "trackd.cell_corners_for(z.fence_geom)" +
-            (after.empty() ? "" : " WHERE " + after_it) + " ORDER BY v.vehicle_id" +
-            page.limit_clause();
+            and_after + " ORDER BY v.vehicle_id" + page.limit_clause();
     }
     const auto st = statement_for(sql.sql(), db::Format::binary);
     const auto r = co_await ctx_.pool.run(st, sql.params());
