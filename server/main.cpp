@@ -220,9 +220,10 @@ int cmd_archive(const trackd::config::Config& config, const std::vector<std::str
         const auto r = archiver.maintain();
         fmt::print(
             "maintenance: {} manifests merged, {} snapshots expired, {} files deleted, {} "
-            "orphans deleted, {} partitions dropped, {} ledger batches pruned\n",
+            "orphans deleted, {} uploads aborted, {} partitions dropped, {} ledger batches "
+            "pruned\n",
             r.manifests_merged, r.snapshots_expired, r.files_deleted, r.orphans_deleted,
-            r.partitions_dropped, r.batches_pruned);
+            r.uploads_aborted, r.partitions_dropped, r.batches_pruned);
         return 0;
     }
     const auto r = archiver.archive_pending();

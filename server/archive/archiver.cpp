@@ -372,13 +372,15 @@ struct Archiver::Impl {
         o.orphan_min_age_ms = config.archive.orphan_min_age_s * 1000;
         const auto m = table->maintain(o);
         MaintainReport r{m.manifests_merged, m.snapshots_expired, m.files_deleted,
-                         m.orphans_deleted,  apply_retention(),   prune_ledger()};
+                         m.orphans_deleted,  m.uploads_aborted,   apply_retention(),
+                         prune_ledger()};
         core::log::info("archive maintenance done",
                         {{"table", ident.dotted()},
                          {"manifests_merged", std::to_string(r.manifests_merged)},
                          {"snapshots_expired", std::to_string(r.snapshots_expired)},
                          {"files_deleted", std::to_string(r.files_deleted)},
                          {"orphans_deleted", std::to_string(r.orphans_deleted)},
+                         {"uploads_aborted", std::to_string(r.uploads_aborted)},
                          {"ledger_batches_pruned", std::to_string(r.batches_pruned)}});
         return r;
     }

@@ -22,6 +22,8 @@
 #include "trackd/core/log.hpp"
 #include "trackd/core/metrics.hpp"
 
+#include "s3_requests.hpp"
+
 extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX, not in a header
 
 namespace trackd::archive {
@@ -53,30 +55,18 @@ class BoundedBackoff final : public arrow::fs::S3RetryStrategy {
     bool ShouldRetry(const AWSErrorDetail& error, std::int64_t attempted_retries) override {
         const bool retry = error.should_retry && attempted_retries + 1 < attempts_;
         if (retry) {
-            static core::metrics::Counter& retries = core::metrics::counter(
-                "trackd_archive_storage_retries_total",
-                "Object storage (S3) requests of the archive retried after a retryable error");
-            retries.inc();
-            core::log::warn("archive storage request failed, retrying",
-                            {{"error", error.exception_name + ": " + error.message},
-                             {"retry", std::to_string(attempted_retries + 1)},
-                             {"of", std::to_string(attempts_ - 1)}});
+            log_storage_retry(error.exception_name + ": " + error.message, attempted_retries + 1,
+                              attempts_);
         }
         return retry;
     }
 
     std::int64_t CalculateDelayBeforeNextRetry(const AWSErrorDetail& /*error*/,
                                                std::int64_t attempted_retries) override {
-        const auto shift = std::min<std::int64_t>(attempted_retries, 16);
-        const auto delay =
-            std::min<std::int64_t>(static_cast<std::int64_t>(base_ms_) << shift, kMaxDelayMs);
-        // Half fixed, half random: writers retrying together spread out.
-        thread_local std::minstd_rand gen{std::random_device{}()};
-        return delay / 2 + std::uniform_int_distribution<std::int64_t>(0, delay / 2)(gen);
+        return storage_retry_delay_ms(base_ms_, attempted_retries);
     }
 
   private:
-    static constexpr std::int64_t kMaxDelayMs = 10000;
     int attempts_;
     int base_ms_;
 };
@@ -125,6 +115,36 @@ void publish(const std::string& staging, const std::string& path) {
 }
 
 }  // namespace
+
+void log_storage_retry(const std::string& error, std::int64_t retry, int attempts,
+                       const std::string& request) {
+    static core::metrics::Counter& retries = core::metrics::counter(
+        "trackd_archive_storage_retries_total",
+        "Object storage (S3) requests of the archive retried after a retryable error");
+    retries.inc();
+    if (request.empty()) {  // Arrow's: the error names the operation
+        core::log::warn("archive storage request failed, retrying",
+                        {{"error", error},
+                         {"retry", std::to_string(retry)},
+                         {"of", std::to_string(attempts - 1)}});
+    } else {
+        core::log::warn("archive storage request failed, retrying",
+                        {{"request", request},
+                         {"error", error},
+                         {"retry", std::to_string(retry)},
+                         {"of", std::to_string(attempts - 1)}});
+    }
+}
+
+std::int64_t storage_retry_delay_ms(int base_ms, std::int64_t attempted_retries) {
+    constexpr std::int64_t kMaxDelayMs = 10000;
+    const auto shift = std::min<std::int64_t>(attempted_retries, 16);
+    const auto delay =
+        std::min<std::int64_t>(static_cast<std::int64_t>(base_ms) << shift, kMaxDelayMs);
+    // Half fixed, half random: writers retrying together spread out.
+    thread_local std::minstd_rand gen{std::random_device{}()};
+    return delay / 2 + std::uniform_int_distribution<std::int64_t>(0, delay / 2)(gen);
+}
 
 std::string local_path(const std::string& uri) {
     if (uri.rfind("file://", 0) == 0) return uri.substr(7);
@@ -341,6 +361,25 @@ bool FileIO::exists(const std::string& uri) {
     }
     std::error_code ec;
     return fs::is_regular_file(local_path(uri), ec);
+}
+
+std::optional<std::vector<PendingUpload>> FileIO::list_uploads(const std::string& prefix) {
+    if (!is_s3_uri(prefix)) return std::vector<PendingUpload>{};
+    S3Requests requests(settings_);
+    if (!requests.can_sign()) return std::nullopt;
+    const auto [bucket, key] = split_s3_uri(prefix);
+    const auto under = key.empty() ? key : key + "/";
+    // The whole bucket's, then those under the prefix (s3_requests.hpp says why).
+    auto all = requests.list_uploads(bucket);
+    std::vector<PendingUpload> found;
+    for (auto& u : all) {
+        if (u.key.rfind(under, 0) == 0) found.push_back(std::move(u));
+    }
+    return found;
+}
+
+bool FileIO::abort_upload(const PendingUpload& upload) {
+    return S3Requests(settings_).abort_upload(upload);
 }
 
 std::chrono::system_clock::time_point FileIO::stamp_now(const std::string& scratch) {

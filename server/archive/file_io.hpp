@@ -21,6 +21,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,22 @@ struct StoredFile {
     std::chrono::system_clock::time_point modified;
 };
 
+// A multipart upload begun and neither completed nor aborted (object storage only): Arrow
+// writes a large Parquet file in parts, and a process killed before it completes or aborts the
+// upload leaves it so, unseen by listings and readers, its parts stored until it is aborted.
+struct PendingUpload {
+    std::string bucket;
+    std::string key;
+    std::string upload_id;
+    std::chrono::system_clock::time_point initiated;  // on the storage's clock
+};
+
+// Object storage refused a request for want of permission (S3's 403 AccessDenied).
+class StorageAccessDenied : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
+
 // The S3 settings trackd uses, from archive.s3_* and, where those are empty, the usual AWS
 // environment variables (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, AWS_REGION, AWS_DEFAULT_REGION,
 // AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN). No key pair anywhere: the AWS
@@ -59,6 +77,14 @@ struct S3Settings {
     int retry_base_delay_ms = 100;
     int timeout_ms = 30000;
 };
+
+// The retries of object storage requests, Arrow's and S3Requests' (s3_requests.hpp) alike:
+// counted (trackd_archive_storage_retries_total) and logged ("archive storage request failed,
+// retrying", naming `request` when given); the delay before retry n+1 after n retries is
+// base_ms doubled n times, at most 10 s, half of it random.
+void log_storage_retry(const std::string& error, std::int64_t retry, int attempts,
+                       const std::string& request = {});
+std::int64_t storage_retry_delay_ms(int base_ms, std::int64_t attempted_retries);
 
 // The AWS_* variables of the process.
 std::map<std::string, std::string> aws_environment();
@@ -91,6 +117,13 @@ class FileIO {
     // Every file under `prefix` (a "directory" URI), recursively; none when it does not exist.
     std::vector<StoredFile> list(const std::string& prefix);
     bool exists(const std::string& uri);
+    // The multipart uploads begun under `prefix` and neither completed nor aborted: none for a
+    // local prefix; nullopt when they cannot be listed because there is no key pair to sign the
+    // request with (archive.s3_access_key_id or AWS_ACCESS_KEY_ID; s3_requests.hpp).
+    std::optional<std::vector<PendingUpload>> list_uploads(const std::string& prefix);
+    // True when it was aborted now (false: completed or aborted meanwhile). Both throw
+    // StorageAccessDenied when the key may not list or abort uploads, and otherwise like list().
+    bool abort_upload(const PendingUpload& upload);
     // The storage's own clock: the time it stamps on a file written now. Writes an empty file
     // under `scratch` (a "directory" URI nothing else uses), reads its time from a listing, as
     // list() gives times, and deletes it. An S3 server's clock may be far from this host's.

@@ -512,6 +512,7 @@ MaintenanceReport IcebergTable::maintain(const MaintenanceOptions& o) {
     report.manifests_merged = merge_manifests(o);
     std::tie(report.snapshots_expired, report.files_deleted) = expire_snapshots(o);
     report.orphans_deleted = delete_orphans(o);
+    report.uploads_aborted = abort_stale_uploads(o);
     return report;
 }
 
@@ -937,26 +938,10 @@ int IcebergTable::delete_orphans(const MaintenanceOptions& o) {
         }
     }
     int deleted = 0;
-    // Ages on the storage's clock, the one that stamped the files: on this host's, a server
-    // whose clock is behind would make a commit in progress look old enough to delete. Read
-    // once, and only when there is an unreferenced file to judge.
+    // Read once, and only when there is an unreferenced file to judge.
     std::optional<std::chrono::system_clock::time_point> horizon;
     const auto old_enough = [&](const StoredFile& f) {
-        if (!horizon) {
-            const auto storage_now =
-                io_.stamp_now(location_ + "/metadata/.trackd-clock-" + uuid4());
-            const double skew_s =
-                std::chrono::duration<double>(storage_now - std::chrono::system_clock::now())
-                    .count();
-            if (std::abs(skew_s) >= kClockSkewWarningS) {
-                core::log::warn(
-                    fmt::format("archive storage's clock is {} s {} this host's; "
-                                "orphan ages are measured on the storage's clock",
-                                std::lround(std::abs(skew_s)), skew_s < 0 ? "behind" : "ahead of"),
-                    {{"table", ident_.dotted()}});
-            }
-            horizon = storage_now - std::chrono::milliseconds(o.orphan_min_age_ms);
-        }
+        if (!horizon) horizon = storage_horizon(o);
         return f.modified <= *horizon;
     };
     // A listing of the table's data/ and metadata/ prefixes (on S3: LIST requests, a page of
@@ -978,6 +963,65 @@ int IcebergTable::delete_orphans(const MaintenanceOptions& o) {
         }
     }
     return deleted;
+}
+
+int IcebergTable::abort_stale_uploads(const MaintenanceOptions& o) {
+    // A key allowed to write but not to list or abort uploads must not stop maintenance, nor
+    // the archiver that runs it: said, and left to a lifecycle rule.
+    const auto denied = [&](const StorageAccessDenied& e) {
+        core::log::warn(
+            "archive: incomplete multipart uploads not aborted: the key may not list or abort "
+            "them (s3:ListBucketMultipartUploads, s3:AbortMultipartUpload); a bucket lifecycle "
+            "rule (AbortIncompleteMultipartUpload) removes them",
+            {{"table", ident_.dotted()}, {"error", e.what()}});
+    };
+    std::optional<std::vector<PendingUpload>> uploads;
+    try {
+        uploads = io_.list_uploads(location_);
+    } catch (const StorageAccessDenied& e) {
+        denied(e);
+        return 0;
+    }
+    if (!uploads) {
+        core::log::info(
+            "archive: incomplete multipart uploads not looked for: no key pair to sign the "
+            "request with (archive.s3_access_key_id or AWS_ACCESS_KEY_ID); a bucket lifecycle "
+            "rule (AbortIncompleteMultipartUpload) removes them",
+            {{"table", ident_.dotted()}});
+        return 0;
+    }
+    if (uploads->empty()) return 0;
+    const auto horizon = storage_horizon(o);
+    int aborted = 0;
+    for (const auto& u : *uploads) {
+        if (u.initiated > horizon) continue;  // maybe a file going up now
+        try {
+            if (!io_.abort_upload(u)) continue;
+        } catch (const StorageAccessDenied& e) {
+            denied(e);
+            return aborted;
+        }
+        ++aborted;
+        core::log::info("archive: aborted an incomplete multipart upload",
+                        {{"table", ident_.dotted()}, {"key", u.key}, {"upload_id", u.upload_id}});
+    }
+    return aborted;
+}
+
+std::chrono::system_clock::time_point IcebergTable::storage_horizon(const MaintenanceOptions& o) {
+    // Ages on the storage's clock, the one that stamped the files: on this host's, a server
+    // whose clock is behind would make a commit in progress look old enough to delete.
+    const auto storage_now = io_.stamp_now(location_ + "/metadata/.trackd-clock-" + uuid4());
+    const double skew_s =
+        std::chrono::duration<double>(storage_now - std::chrono::system_clock::now()).count();
+    if (std::abs(skew_s) >= kClockSkewWarningS) {
+        core::log::warn(
+            fmt::format("archive storage's clock is {} s {} this host's; "
+                        "orphan ages are measured on the storage's clock",
+                        std::lround(std::abs(skew_s)), skew_s < 0 ? "behind" : "ahead of"),
+            {{"table", ident_.dotted()}});
+    }
+    return storage_now - std::chrono::milliseconds(o.orphan_min_age_ms);
 }
 
 }  // namespace trackd::archive

@@ -66,6 +66,7 @@ struct MaintenanceReport {
     int snapshots_expired = 0;
     int files_deleted = 0;  // manifest lists, manifests and data files of expired snapshots
     int orphans_deleted = 0;
+    int uploads_aborted = 0;  // incomplete multipart uploads (object storage)
 };
 
 class IcebergTable {
@@ -90,7 +91,8 @@ class IcebergTable {
     // learnt: the files must be kept (they may be in the table).
     bool append(const std::vector<DataFile>& files, const Progress& expected, const Progress& next);
 
-    // The maintenance steps, in this order: merge_manifests, expire_snapshots, delete_orphans.
+    // The maintenance steps, in this order: merge_manifests, expire_snapshots, delete_orphans,
+    // abort_stale_uploads.
     MaintenanceReport maintain(const MaintenanceOptions& options);
     // Merges the current snapshot's small data manifests into one (a "replace" snapshot) when it
     // has more than options.max_manifests; returns how many were replaced.
@@ -108,6 +110,11 @@ class IcebergTable {
     // Deletes files under data/ and metadata/ that the current version does not reference and
     // that are older than options.orphan_min_age_ms; returns how many.
     int delete_orphans(const MaintenanceOptions& options);
+    // Aborts the multipart uploads begun under the table's location and neither completed nor
+    // aborted (an archiver killed while a large file went up) that are older than
+    // options.orphan_min_age_ms; returns how many. Nothing for a local table, or when the
+    // uploads cannot be listed (no key pair: logged).
+    int abort_stale_uploads(const MaintenanceOptions& options);
 
     // A new file URI under the table's data/ directory for a partition value.
     [[nodiscard]] std::string new_data_file(std::int32_t partition) const;
@@ -116,6 +123,10 @@ class IcebergTable {
 
   private:
     using json = nlohmann::ordered_json;
+
+    // The storage's time now (FileIO::stamp_now) less options.orphan_min_age_ms: what is older
+    // than this may go. Warns when the storage's clock is a minute or more from this host's.
+    std::chrono::system_clock::time_point storage_horizon(const MaintenanceOptions& options);
 
     // One new table version, built by a commit step on the current one.
     struct NextVersion {

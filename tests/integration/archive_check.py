@@ -402,7 +402,10 @@ def uploads(args):
     bucket, _, prefix = args.dir.split("://", 1)[1].partition("/")
     client = boto3.client("s3", endpoint_url=s3_endpoint(), aws_access_key_id=S3_KEY_ID,
                           aws_secret_access_key=S3_SECRET, region_name="us-east-1")
-    found = client.list_multipart_uploads(Bucket=bucket, Prefix=prefix).get("Uploads", [])
+    # The whole bucket's, then those under the prefix: MinIO lists an upload under a prefix only
+    # when the prefix is its whole key.
+    found = [u for page in client.get_paginator("list_multipart_uploads").paginate(Bucket=bucket)
+             for u in page.get("Uploads", []) if u["Key"].startswith(prefix)]
     for u in found:
         print(f"upload={u['Key']}")
     print(f"uploads={len(found)}")

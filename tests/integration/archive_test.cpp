@@ -1186,6 +1186,91 @@ TEST(ArchiveS3, AMultipartUploadFailingHalfWayIsRetriedOrAbortedAndLosesNothing)
     EXPECT_EQ(a.check("files").at("missing_files"), "0");
 }
 
+// An archiver killed while a data file goes up in parts leaves its multipart upload begun:
+// unseen by listings and readers, its first part stored. Maintenance aborts it once it is older
+// than archive.orphan_min_age_s on the storage's clock (ListMultipartUploads and
+// AbortMultipartUpload, requests trackd signs itself), keeps it while it is younger, and the
+// batch is then archived once.
+TEST(ArchiveS3, AnUploadLeftBegunByAKilledArchiverIsAbortedByMaintenance) {
+    TestDatabase db("archs3killed", Schema::migrated);
+    ArchiveFixture a(db.dsn(), "archs3killed", kJdbcS3);
+    db::Connection conn(db.dsn(), "test");
+    // Random positions, so that the file does not compress below a part (three parts).
+    constexpr int kRows = 250000;
+    conn.query(
+        "INSERT INTO trackd.vehicle_telemetry_history SELECT 'veh-' || (g % 997), now() - g * "
+        "interval '100 microseconds', ST_SetSRID(ST_MakePoint(13 + random(), 52 + random(), "
+        "random() * 100), 4326), random() * 120, random() * 360, NULL, NULL, 1, 0, g "
+        "FROM generate_series(1, $1::int) g",
+        {std::to_string(kRows)});
+    const std::string dir = a.table_dir();
+    const auto uploads = [&] {
+        return a.check("uploads", "--dir " + shell_quote(dir)).at("uploads");
+    };
+    // Every request goes through a front: moto lists each upload as begun at a fixed time of
+    // 2010, and the front gives each the time it saw it begun instead. The first part goes
+    // through, the second is read and never answered: the archiver is killed while it waits.
+    const HttpFront front("archs3killed", s3_endpoint(),
+                          {"--s3", "--s3-initiated-as-seen", "--s3-hang", "1", "--s3-faults-on",
+                           "PART", "--s3-faults-after", "1"});
+    const std::map<std::string, std::string> through = {{"TRACKD_ARCHIVE_S3_ENDPOINT", front.uri}};
+    {
+        const std::string log =
+            ::testing::TempDir() + "archs3killed-" + std::to_string(getpid()) + ".log";
+        fs::remove(log);
+        ChildProcess archiver({trackd_binary(), "archive", "--once"}, a.env(through), log);
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+        while (front.text().find("part upload left unanswered") == std::string::npos &&
+               std::chrono::steady_clock::now() < until) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        ASSERT_NE(front.text().find("part upload left unanswered"), std::string::npos)
+            << front.text() << IngestHarness::read_file(log);
+        archiver.kill(SIGKILL);
+        archiver.wait();
+        EXPECT_EQ(count_of(front.text(), "forwarded part PUT"), 1U) << front.text();
+    }
+    ASSERT_EQ(uploads(), "1") << "the killed archiver's upload";
+    EXPECT_EQ(query_int(db.dsn(), kAllArchived), 1) << "a batch was marked archived";
+
+    // Younger than the margin (the default, three days): kept, as a file going up now would be.
+    auto r = a.archive("maintain", through);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("0 uploads aborted"), std::string::npos) << r.output;
+    EXPECT_EQ(uploads(), "1");
+
+    auto aged = through;
+    aged["TRACKD_ARCHIVE_ORPHAN_MIN_AGE_S"] = "0";
+    {
+        // A key whose policy does not allow listing uploads: the rest of maintenance runs.
+        const HttpFront denying("archs3killeddeny", s3_endpoint(), {"--s3", "--s3-deny-uploads"});
+        auto env = aged;
+        env["TRACKD_ARCHIVE_S3_ENDPOINT"] = denying.uri;
+        r = a.archive("maintain", env);
+        ASSERT_EQ(r.exit_code, 0) << r.output;
+        EXPECT_NE(r.output.find("0 uploads aborted"), std::string::npos) << r.output;
+        EXPECT_NE(r.output.find("s3:ListBucketMultipartUploads"), std::string::npos) << r.output;
+        EXPECT_EQ(count_of(denying.text(), "uploads listing denied 403"), 1U) << denying.text();
+        EXPECT_EQ(uploads(), "1");
+    }
+    r = a.archive("maintain", aged);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("1 uploads aborted"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("aborted an incomplete multipart upload"), std::string::npos)
+        << r.output;
+    EXPECT_EQ(uploads(), "0") << "the upload and its stored part are gone";
+
+    const auto again = a.archive("--once", through);
+    ASSERT_EQ(again.exit_code, 0) << again.output;
+    const auto c = a.check("compare");
+    expect_exact(c);
+    EXPECT_EQ(c.at("iceberg_rows"), std::to_string(kRows));
+    EXPECT_EQ(a.check("files").at("missing_files"), "0");
+    r = a.archive("maintain", aged);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("0 uploads aborted"), std::string::npos) << r.output;
+}
+
 // Compaction after 200 small commits over two day partitions (400 files): the small files of
 // each partition are rewritten into one, in sort order, as a "replace" snapshot carrying the
 // progress; every value of every row is still PostGIS's (multiset, Kafka coordinates included).

@@ -41,6 +41,14 @@ checked), so the tests put this in front of it:
                                      as a server whose clock is N seconds off stamps them. (Not
                                      Date: the AWS SDK would sign by it, and a server that
                                      checks request times, as MinIO does, would refuse them.)
+                                     Also each listed upload's Initiated, with the next one.
+  --s3-deny-uploads                  ListMultipartUploads and AbortMultipartUpload answered 403
+                                     AccessDenied without being forwarded, as to a key whose policy
+                                     lacks them ("uploads listing denied 403", "abort denied 403")
+  --s3-initiated-as-seen             a listing of multipart uploads (ListMultipartUploads) gives
+                                     each upload begun through this front the time the front
+                                     forwarded its creation as its Initiated: moto answers a fixed
+                                     time of 2010 for every upload
 
 A commit the server cannot be reached for is not answered: the client's connection is closed,
 as a server killed mid-request would leave it; any other request gets a 502.
@@ -69,6 +77,9 @@ import requests
 
 COMMIT = re.compile(r"^/v1/(.+/)?namespaces/[^/]+/tables/[^/]+$")
 LISTED_TIME = re.compile(rb"<LastModified>([^<]+)</LastModified>")
+UPLOAD_ID = re.compile(rb"<UploadId>([^<]+)</UploadId>")
+LISTED_UPLOAD = re.compile(rb"<Upload>.*?</Upload>", re.S)
+INITIATED = re.compile(rb"<Initiated>[^<]+</Initiated>")
 
 
 def shift_http_date(value, seconds):
@@ -82,9 +93,27 @@ def shift_listed_times(body, seconds):
     def shift(m):
         t = datetime.datetime.fromisoformat(m.group(1).decode().replace("Z", "+00:00"))
         t += datetime.timedelta(seconds=seconds)
-        stamp = t.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-        return b"<LastModified>" + stamp.encode() + b"</LastModified>"
+        return b"<LastModified>" + s3_time(t) + b"</LastModified>"
     return LISTED_TIME.sub(shift, body)
+
+
+def s3_time(t):
+    """A UTC datetime in S3's listing format."""
+    return (t.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z").encode()
+
+
+def set_initiated(body, seen, seconds):
+    """Each <Upload> of a ListMultipartUploads answer whose UploadId is in `seen` (id -> UTC
+    datetime) gets that time, moved by `seconds`, as its <Initiated>."""
+    def one(m):
+        upload = m.group(0)
+        found = UPLOAD_ID.search(upload)
+        at = seen.get(found.group(1)) if found else None
+        if at is None:
+            return upload
+        stamp = s3_time(at + datetime.timedelta(seconds=seconds))
+        return INITIATED.sub(b"<Initiated>" + stamp + b"</Initiated>", upload)
+    return LISTED_UPLOAD.sub(one, body)
 
 # The answers S3 gives without acting, in the order they are used up: the count's key in the
 # state, the event said, the status, S3's error code and message.
@@ -117,6 +146,8 @@ def main():
     p.add_argument("--s3-faults-on", choices=["PUT", "GET", "PART"], default="PUT")
     p.add_argument("--s3-faults-after", type=int, default=0)
     p.add_argument("--s3-clock-offset-s", type=int, default=0)
+    p.add_argument("--s3-initiated-as-seen", action="store_true")
+    p.add_argument("--s3-deny-uploads", action="store_true")
     args = p.parse_args()
     lock = threading.Lock()
     state = {"issued": 0, "uses": {}, "lose": args.lose_commit_replies, "fail": args.fail_commits,
@@ -124,6 +155,7 @@ def main():
              "hold_after": bool(args.hold_commit_after), "throttle": args.s3_throttle,
              "error": args.s3_error, "hang": args.s3_hang, "unharmed": args.s3_faults_after,
              "lose_reads": 0}
+    uploads_seen = {}  # --s3-initiated-as-seen: upload id -> when its creation was forwarded
     checking = bool(args.client_id or args.token)
 
     def say(line):
@@ -196,6 +228,15 @@ def main():
 
         def s3_fault(self, method, path):
             """Throttles, fails or leaves unanswered an upload (or a read); True when taken."""
+            query = self.path.partition("?")[2]
+            listing = method == "GET" and re.search(r"(^|&)uploads(=|&|$)", query)
+            aborting = method == "DELETE" and re.search(r"(^|&)uploadId=", query)
+            if args.s3_deny_uploads and (listing or aborting):
+                say(f"{'uploads listing' if listing else 'abort'} denied 403 {path}")
+                self.reply(403, b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied'
+                                b'</Code><Message>Access Denied</Message></Error>',
+                           "application/xml")
+                return True
             part = method == "PUT" and "partNumber=" in self.path
             if args.s3_faults_on not in (method, "PART" if part else None):
                 return False
@@ -321,6 +362,18 @@ def main():
             if args.s3:
                 offset = args.s3_clock_offset_s
                 content = shift_listed_times(r.content, offset) if offset else r.content
+                listing_uploads = re.search(r"(^|&)uploads(=|&|$)", query)
+                if args.s3_initiated_as_seen and listing_uploads and r.status_code == 200:
+                    if method == "POST":  # CreateMultipartUpload
+                        found = UPLOAD_ID.search(r.content)
+                        if found:
+                            with lock:
+                                uploads_seen[found.group(1)] = datetime.datetime.now(
+                                    datetime.timezone.utc)
+                    elif method == "GET":  # ListMultipartUploads
+                        with lock:
+                            seen = dict(uploads_seen)
+                        content = set_initiated(content, seen, offset)
                 self.send_response(r.status_code)
                 for k, v in r.headers.items():
                     if k.lower() not in ("connection", "content-length", "transfer-encoding",

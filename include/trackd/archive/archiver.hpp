@@ -32,6 +32,7 @@ struct MaintainReport {
     int snapshots_expired = 0;
     int files_deleted = 0;
     int orphans_deleted = 0;
+    int uploads_aborted = 0;
     int partitions_dropped = 0;
     std::int64_t batches_pruned = 0;  // from the ledger trackd.ingest_batches (V0012)
 };

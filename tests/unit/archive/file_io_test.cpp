@@ -138,5 +138,16 @@ TEST(FileIO, StampNowReadsTheStoragesClockAndLeavesNothing) {
     fs::remove_all(dir);
 }
 
+// Incomplete multipart uploads exist on object storage only, and are listed with requests
+// trackd signs: without a key pair (the AWS SDK's default chain) they cannot be listed, which
+// maintenance logs instead of failing.
+TEST(FileIO, UploadsAreListedOnObjectStorageWithAKeyPairOnly) {
+    FileIO io{S3Settings{}};
+    const auto local = io.list_uploads(::testing::TempDir() + "no-such-table");
+    ASSERT_TRUE(local.has_value());
+    EXPECT_TRUE(local->empty());
+    EXPECT_FALSE(io.list_uploads("s3://bucket/warehouse/t").has_value());
+}
+
 }  // namespace
 }  // namespace trackd::archive
