@@ -98,8 +98,8 @@ struct Archiver::Impl {
           location(table_location(c.archive)),
           io(resolve_s3_settings(c.archive, aws_environment())) {
         // A warehouse that cannot work stops start-up here, naming the key, rather than in the
-        // retry loop.
-        io.check_warehouse(c.archive.warehouse);
+        // retry loop. Not with vended credentials: the catalog gives them at the first load.
+        if (c.archive.rest_access_delegation.empty()) io.check_warehouse(c.archive.warehouse);
     }
 
     void connect() {

@@ -26,6 +26,8 @@
 
 #include "trackd/config/config.hpp"
 
+#include "file_io.hpp"
+
 namespace trackd::db {
 class Connection;
 }
@@ -82,6 +84,12 @@ class Catalog {
     // same request sent again has been answered, which applies it at most once since it asserts
     // the base). Throws when that cannot be learnt now.
     virtual std::optional<std::string> load_settled(const TableIdent& table) = 0;
+    // The object storage credentials the catalog handed out with the table at its last load
+    // (REST with archive.rest_access_delegation: vended credentials); nullopt: none, use
+    // trackd's own.
+    [[nodiscard]] virtual std::optional<S3Credentials> vended_credentials() const {
+        return std::nullopt;
+    }
 };
 
 // Opens a new connection to the catalog's database; may throw db::DbError.
@@ -97,5 +105,11 @@ std::unique_ptr<Catalog> make_jdbc_catalog(ConnectionFactory connect);
 // Bearer token: archive.rest_token, or an OAuth2 client-credentials token from
 // archive.rest_oauth2_uri (renewed before it expires and after a 401).
 std::unique_ptr<Catalog> make_rest_catalog(const config::ArchiveConfig& config);
+
+// The S3 credentials in a REST catalog's LoadTableResult: from `storage-credentials`, the entry
+// whose prefix is the longest one of the table's location, else from `config`
+// (s3.access-key-id, s3.secret-access-key, s3.session-token), as the REST spec orders them;
+// nullopt when neither holds a key pair.
+std::optional<S3Credentials> vended_s3_credentials(const nlohmann::ordered_json& loaded);
 
 }  // namespace trackd::archive

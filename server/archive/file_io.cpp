@@ -365,7 +365,7 @@ bool FileIO::exists(const std::string& uri) {
 
 std::optional<std::vector<PendingUpload>> FileIO::list_uploads(const std::string& prefix) {
     if (!is_s3_uri(prefix)) return std::vector<PendingUpload>{};
-    S3Requests requests(settings_);
+    S3Requests requests(settings());
     if (!requests.can_sign()) return std::nullopt;
     const auto [bucket, key] = split_s3_uri(prefix);
     const auto under = key.empty() ? key : key + "/";
@@ -379,7 +379,23 @@ std::optional<std::vector<PendingUpload>> FileIO::list_uploads(const std::string
 }
 
 bool FileIO::abort_upload(const PendingUpload& upload) {
-    return S3Requests(settings_).abort_upload(upload);
+    return S3Requests(settings()).abort_upload(upload);
+}
+
+S3Settings FileIO::settings() {
+    const std::lock_guard lock(mutex_);
+    return settings_;
+}
+
+void FileIO::use_credentials(const S3Credentials& credentials) {
+    const std::lock_guard lock(mutex_);
+    const S3Credentials current{settings_.access_key_id, settings_.secret_access_key,
+                                settings_.session_token};
+    if (credentials == current) return;
+    settings_.access_key_id = credentials.access_key_id;
+    settings_.secret_access_key = credentials.secret_access_key;
+    settings_.session_token = credentials.session_token;
+    s3_.reset();  // the next request makes a filesystem with them
 }
 
 std::chrono::system_clock::time_point FileIO::stamp_now(const std::string& scratch) {

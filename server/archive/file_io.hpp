@@ -78,6 +78,14 @@ struct S3Settings {
     int timeout_ms = 30000;
 };
 
+// A key pair for object storage, with its session token (empty for a long-lived key).
+struct S3Credentials {
+    std::string access_key_id;
+    std::string secret_access_key;
+    std::string session_token;
+    bool operator==(const S3Credentials&) const = default;
+};
+
 // The retries of object storage requests, Arrow's and S3Requests' (s3_requests.hpp) alike:
 // counted (trackd_archive_storage_retries_total) and logged ("archive storage request failed,
 // retrying", naming `request` when given); the delay before retry n+1 after n retries is
@@ -131,15 +139,21 @@ class FileIO {
     // The form two URIs of one file share ("file:///a" and "/a"; "s3a://b/k" and "s3://b/k").
     static std::string normalize(const std::string& uri);
 
+    // From now on, object storage is reached with `credentials` instead of the key pair of the
+    // settings (a REST catalog's vended credentials, renewed at each load of the table). Files
+    // being written keep the credentials they were opened with.
+    void use_credentials(const S3Credentials& credentials);
+
     // For start-up: a s3:// warehouse's bucket exists and answers; throws core::ConfigError
     // naming archive.warehouse (or archive.s3_endpoint) otherwise. Nothing for a local one.
     void check_warehouse(const std::string& warehouse);
 
   private:
     std::shared_ptr<arrow::fs::S3FileSystem> s3();
+    S3Settings settings();  // a copy, under the mutex
 
-    S3Settings settings_;
     std::mutex mutex_;
+    S3Settings settings_;                          // under mutex_ (use_credentials changes it)
     std::shared_ptr<arrow::fs::S3FileSystem> s3_;  // made on first use
 };
 

@@ -153,6 +153,7 @@ std::string IcebergTable::write_metadata_file(const json& md) const {
 void IcebergTable::refresh() {
     for (int attempt = 0; attempt < kCommitAttempts; ++attempt) {
         if (auto loc = catalog_.load(ident_)) {
+            adopt_vended_credentials();
             // Metadata files never change once written: same location, same content.
             if (*loc != metadata_location_ || metadata_.is_null()) {
                 auto md = load_metadata(*loc);
@@ -317,6 +318,7 @@ std::optional<std::string> IcebergTable::settle(const std::string& base, const s
     std::optional<std::string> current;
     try {
         current = catalog_.load_settled(ident_);
+        adopt_vended_credentials();
     } catch (const std::exception& e) {
         throw unknown(e.what());
     }
@@ -357,6 +359,7 @@ std::optional<std::string> IcebergTable::settle_change(const json& base, const j
     json md;
     try {
         current = catalog_.load_settled(ident_);
+        adopt_vended_credentials();
         if (current) md = load_metadata(*current);
     } catch (const std::exception& e) {
         throw unknown(e.what());
@@ -1006,6 +1009,10 @@ int IcebergTable::abort_stale_uploads(const MaintenanceOptions& o) {
                         {{"table", ident_.dotted()}, {"key", u.key}, {"upload_id", u.upload_id}});
     }
     return aborted;
+}
+
+void IcebergTable::adopt_vended_credentials() {
+    if (auto c = catalog_.vended_credentials()) io_.use_credentials(*c);
 }
 
 std::chrono::system_clock::time_point IcebergTable::storage_horizon(const MaintenanceOptions& o) {

@@ -127,6 +127,9 @@ class IcebergTable {
     // The storage's time now (FileIO::stamp_now) less options.orphan_min_age_ms: what is older
     // than this may go. Warns when the storage's clock is a minute or more from this host's.
     std::chrono::system_clock::time_point storage_horizon(const MaintenanceOptions& options);
+    // After a load from the catalog: the credentials it vended with the table, if any, are
+    // the ones the table's files are reached with from now on.
+    void adopt_vended_credentials();
 
     // One new table version, built by a commit step on the current one.
     struct NextVersion {

@@ -106,10 +106,16 @@ class RestCatalog final : public Catalog {
     [[nodiscard]] bool writes_metadata() const override { return true; }
 
     std::optional<std::string> load(const TableIdent& t) override {
-        const auto r = call("GET", table_path(t));
+        const auto r = call("GET", table_path(t), {}, true);
         if (r.status == 404) return std::nullopt;
         if (r.status != 200) throw failure("load table " + t.dotted(), r);
-        return json::parse(r.body).at("metadata-location").get<std::string>();
+        const auto loaded = json::parse(r.body);
+        remember_credentials(t, loaded);
+        return loaded.at("metadata-location").get<std::string>();
+    }
+
+    [[nodiscard]] std::optional<S3Credentials> vended_credentials() const override {
+        return vended_;
     }
 
     bool create(const TableIdent& t, const std::string& /*metadata_location*/,
@@ -126,8 +132,8 @@ class RestCatalog final : public Catalog {
                     {"stage-create", false},
                     {"properties", md["properties"]}};
         if (md.contains("location")) req["location"] = md["location"];
-        const auto r =
-            call("POST", prefix_path() + "namespaces/" + t.namespace_ + "/tables", req.dump());
+        const auto r = call("POST", prefix_path() + "namespaces/" + t.namespace_ + "/tables",
+                            req.dump(), true);
         if (r.status == 409) return false;
         if (r.status != 200) throw failure("create table " + t.dotted(), r);
         return true;
@@ -161,9 +167,10 @@ class RestCatalog final : public Catalog {
         // First a look: when the change is visible already (the common case: applied, the
         // answer lost on the way back), it is final and nothing is sent again.
         if (pending_) {
-            const auto r = call("GET", table_path(t));
+            const auto r = call("GET", table_path(t), {}, true);
             if (r.status == 200) {
                 const auto loaded = json::parse(r.body);
+                remember_credentials(t, loaded);
                 if (visible(loaded.at("metadata"), pending_->body)) {
                     pending_.reset();
                     return loaded.at("metadata-location").get<std::string>();
@@ -262,23 +269,28 @@ class RestCatalog final : public Catalog {
         return prefix_path() + "namespaces/" + t.namespace_ + "/tables/" + t.name;
     }
 
+    // `table`: a request that loads or creates a table, whose answer carries the storage
+    // credentials asked for with archive.rest_access_delegation.
     HttpResponse call(const std::string& method, const std::string& target,
-                      const std::string& body = {}) {
-        auto r = raw_call(method, target, body);
+                      const std::string& body = {}, bool table = false) {
+        auto r = raw_call(method, target, body, table);
         if (r.status == 401 && !config_.rest_credential.empty()) {
             // The token expired or was revoked early: one new token, one more try (a 401 was
             // not applied).
             token_.clear();
-            r = raw_call(method, target, body);
+            r = raw_call(method, target, body, table);
         }
         return r;
     }
 
     HttpResponse raw_call(const std::string& method, const std::string& target,
-                          const std::string& body) {
+                          const std::string& body, bool table = false) {
         std::map<std::string, std::string> headers;
         const auto bearer = token();
         if (!bearer.empty()) headers["Authorization"] = "Bearer " + bearer;
+        if (table && !config_.rest_access_delegation.empty()) {
+            headers["X-Iceberg-Access-Delegation"] = config_.rest_access_delegation;
+        }
         return http_.send(uri_, method, target, body, body.empty() ? "" : "application/json",
                           headers);
     }
@@ -310,6 +322,20 @@ class RestCatalog final : public Catalog {
         return token_;
     }
 
+    // With archive.rest_access_delegation: the credentials vended with the table's last load.
+    // A catalog that vends none leaves trackd's own in use, which is said once.
+    void remember_credentials(const TableIdent& t, const json& loaded) {
+        if (config_.rest_access_delegation.empty()) return;
+        vended_ = vended_s3_credentials(loaded);
+        if (!vended_ && !said_none_vended_) {
+            said_none_vended_ = true;
+            core::log::warn(
+                "archive: the REST catalog vended no S3 credentials for the table "
+                "(archive.rest_access_delegation); using archive.s3_* and AWS_*",
+                {{"table", t.dotted()}});
+        }
+    }
+
     const config::ArchiveConfig& config_;
     net::Uri uri_;
     std::optional<net::Uri> oauth_uri_;
@@ -319,12 +345,51 @@ class RestCatalog final : public Catalog {
     std::string token_;
     Clock::time_point token_expires_{};
     std::optional<PendingCommit> pending_;  // the commit whose answer was lost, if any
+    std::optional<S3Credentials> vended_;
+    bool said_none_vended_ = false;
 };
+
+// A key pair from an object of the REST spec's S3 properties.
+std::optional<S3Credentials> s3_credentials_in(const json& config) {
+    if (!config.is_object()) return std::nullopt;
+    const auto text = [&](const char* key) {
+        return config.contains(key) && config[key].is_string() ? config[key].get<std::string>()
+                                                               : std::string();
+    };
+    S3Credentials c{text("s3.access-key-id"), text("s3.secret-access-key"),
+                    text("s3.session-token")};
+    if (c.access_key_id.empty() || c.secret_access_key.empty()) return std::nullopt;
+    return c;
+}
 
 }  // namespace
 
 std::unique_ptr<Catalog> make_rest_catalog(const config::ArchiveConfig& config) {
     return std::make_unique<RestCatalog>(config);
+}
+
+std::optional<S3Credentials> vended_s3_credentials(const json& loaded) {
+    const std::string location = loaded.contains("metadata") && loaded["metadata"].is_object()
+                                     ? FileIO::normalize(loaded["metadata"].value("location", ""))
+                                     : std::string();
+    if (loaded.contains("storage-credentials") && loaded["storage-credentials"].is_array()) {
+        const json* best = nullptr;
+        std::size_t best_length = 0;
+        for (const auto& c : loaded["storage-credentials"]) {
+            if (!c.is_object() || !c.contains("prefix") || !c["prefix"].is_string()) continue;
+            const auto prefix = FileIO::normalize(c["prefix"].get<std::string>());
+            if (location.rfind(prefix, 0) != 0 ||
+                (best != nullptr && prefix.size() <= best_length)) {
+                continue;
+            }
+            best = &c;
+            best_length = prefix.size();
+        }
+        if (best != nullptr && best->contains("config")) {
+            if (auto found = s3_credentials_in((*best)["config"])) return found;
+        }
+    }
+    return loaded.contains("config") ? s3_credentials_in(loaded["config"]) : std::nullopt;
 }
 
 }  // namespace trackd::archive

@@ -277,6 +277,8 @@ const std::vector<Field>& fields() {
         field("archive", "rest_scope", &Config::archive, &ArchiveConfig::rest_scope),
         field("archive", "rest_timeout_ms", &Config::archive, &ArchiveConfig::rest_timeout_ms),
         field("archive", "rest_ca_file", &Config::archive, &ArchiveConfig::rest_ca_file),
+        field("archive", "rest_access_delegation", &Config::archive,
+              &ArchiveConfig::rest_access_delegation),
         field("archive", "partition", &Config::archive, &ArchiveConfig::partition),
         field("archive", "compaction_interval_s", &Config::archive,
               &ArchiveConfig::compaction_interval_s),
@@ -670,8 +672,15 @@ void validate(const Config& c) {
             a.rest_ca_file, "archive.rest_ca_file",
             a.rest_uri.rfind("https://", 0) == 0 || a.rest_oauth2_uri.rfind("https://", 0) == 0,
             "an https:// archive.rest_uri or archive.rest_oauth2_uri");
+        require(
+            a.rest_access_delegation.empty() || a.rest_access_delegation == "vended-credentials",
+            "archive.rest_access_delegation",
+            "'" + a.rest_access_delegation +
+                "' is not \"vended-credentials\" (or empty: trackd's own S3 credentials)");
     } else {
         require(a.rest_ca_file.empty(), "archive.rest_ca_file",
+                "is only used with archive.catalog_type = \"rest\"");
+        require(a.rest_access_delegation.empty(), "archive.rest_access_delegation",
                 "is only used with archive.catalog_type = \"rest\"");
     }
     require(a.rest_timeout_ms >= 100 && a.rest_timeout_ms <= 600000, "archive.rest_timeout_ms",

@@ -1604,6 +1604,55 @@ TEST(ArchiveRest, OAuth2ClientCredentialsAndStaticBearerToken) {
     EXPECT_EQ(c.at("iceberg_rows"), "70");
 }
 
+// Vended credentials (archive.rest_access_delegation): the catalog's front hands out a key pair
+// and session token with each table it loads, in `storage-credentials` (and another key pair in
+// `config`, which the spec says to look at second), and the bucket's front refuses every
+// request signed otherwise, as a bucket whose policy admits only the catalog's credentials.
+// trackd's own key (archive.s3_*) is refused; asking for vended credentials, archiving, reading
+// and maintenance (its own signed upload listing included) all go through.
+TEST(ArchiveRestS3, VendedCredentialsReachABucketThatRefusesTrackdsOwnKey) {
+    TestDatabase db("archrests3vend", Schema::migrated);
+    ArchiveFixture a(db.dsn(), "archrests3vend", kRestS3);
+    const HttpFront catalog("archrests3vendcat", iceberg_rest_uri(),
+                            {"--vend-s3", "vended-key:vended-secret:vended-token"});
+    const HttpFront bucket("archrests3vends3", s3_endpoint(),
+                           {"--s3", "--s3-require-credential", "vended-key:vended-token"});
+    db::Connection conn(db.dsn(), "test");
+    insert_small_batch(conn, 1);
+    std::map<std::string, std::string> env = {
+        {"TRACKD_ARCHIVE_REST_URI", catalog.uri},
+        {"TRACKD_ARCHIVE_S3_ENDPOINT", bucket.uri},
+        {"TRACKD_ARCHIVE_S3_ACCESS_KEY_ID", "own-key"},
+        {"TRACKD_ARCHIVE_S3_SECRET_ACCESS_KEY", "own-secret"}};
+
+    auto r = a.archive("--once", env);
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("archive.warehouse"), std::string::npos) << r.output;
+    EXPECT_GE(bucket.count("S3 request refused 403 key=own-key"), 1U) << bucket.text();
+    EXPECT_EQ(catalog.count("credentials vended"), 0U) << "vended without being asked";
+    const auto refused = bucket.count("S3 request refused");
+
+    env["TRACKD_ARCHIVE_REST_ACCESS_DELEGATION"] = "vended-credentials";
+    r = a.archive("--once", env);
+    ASSERT_EQ(r.exit_code, 0) << r.output << bucket.text();
+    EXPECT_NE(r.output.find("archived 7 rows in 1 commits"), std::string::npos) << r.output;
+    EXPECT_GE(catalog.count("credentials vended"), 1U) << catalog.text();
+    EXPECT_EQ(bucket.count("S3 request refused"), refused) << bucket.text();
+    EXPECT_GE(bucket.count("forwarded PUT"), 1U) << "the data file went through the front\n"
+                                                 << bucket.text();
+    expect_exact(a.check("compare"));
+
+    env["TRACKD_ARCHIVE_ORPHAN_MIN_AGE_S"] = "0";
+    r = a.archive("maintain", env);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("0 uploads aborted"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("not aborted"), std::string::npos) << r.output;
+    EXPECT_GE(bucket.count("forwarded multipart GET"), 1U) << "the listing of uploads\n"
+                                                           << bucket.text();
+    EXPECT_EQ(bucket.count("S3 request refused"), refused) << bucket.text();
+    EXPECT_EQ(a.check("files").at("missing_files"), "0");
+}
+
 // Commits whose answer never comes back (the proxy forwards the commit, the server applies it,
 // the proxy closes the connection instead of answering), or that fail with a 503 before reaching
 // the server: each outcome is learnt from the catalog (the table, or the same request sent again,

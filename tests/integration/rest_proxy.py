@@ -45,6 +45,15 @@ checked), so the tests put this in front of it:
   --s3-deny-uploads                  ListMultipartUploads and AbortMultipartUpload answered 403
                                      AccessDenied without being forwarded, as to a key whose policy
                                      lacks them ("uploads listing denied 403", "abort denied 403")
+  --vend-s3 KEY:SECRET:TOKEN         a table's load or creation asked for vended credentials
+                                     (X-Iceberg-Access-Delegation: vended-credentials) is answered
+                                     with this key pair in `storage-credentials` (prefix: the
+                                     table's location) and another one, "config-key", in `config`,
+                                     which the spec says to look at second ("credentials vended")
+  --s3-require-credential KEY:TOKEN  S3 requests signed with another key or session token are
+                                     answered 403 AccessDenied without being forwarded ("S3
+                                     request refused 403 key=…"), as a bucket whose policy admits
+                                     only the vended credentials
   --s3-initiated-as-seen             a listing of multipart uploads (ListMultipartUploads) gives
                                      each upload begun through this front the time the front
                                      forwarded its creation as its Initiated: moto answers a fixed
@@ -66,6 +75,7 @@ import argparse
 import datetime
 import email.utils
 import http.server
+import json
 import os
 import re
 import ssl
@@ -148,6 +158,8 @@ def main():
     p.add_argument("--s3-clock-offset-s", type=int, default=0)
     p.add_argument("--s3-initiated-as-seen", action="store_true")
     p.add_argument("--s3-deny-uploads", action="store_true")
+    p.add_argument("--vend-s3")
+    p.add_argument("--s3-require-credential")
     args = p.parse_args()
     lock = threading.Lock()
     state = {"issued": 0, "uses": {}, "lose": args.lose_commit_replies, "fail": args.fail_commits,
@@ -228,6 +240,16 @@ def main():
 
         def s3_fault(self, method, path):
             """Throttles, fails or leaves unanswered an upload (or a read); True when taken."""
+            if args.s3_require_credential:
+                key, _, token = args.s3_require_credential.partition(":")
+                signed = re.search(r"Credential=([^/]+)/", self.headers.get("Authorization", ""))
+                used = signed.group(1) if signed else ""
+                if used != key or self.headers.get("x-amz-security-token", "") != token:
+                    say(f"S3 request refused 403 key={used} {method} {path}")
+                    self.reply(403, b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>'
+                                    b'AccessDenied</Code><Message>Access Denied</Message></Error>',
+                               "application/xml")
+                    return True
             query = self.path.partition("?")[2]
             listing = method == "GET" and re.search(r"(^|&)uploads(=|&|$)", query)
             aborting = method == "DELETE" and re.search(r"(^|&)uploadId=", query)
@@ -387,7 +409,21 @@ def main():
                 if method != "HEAD":
                     self.wfile.write(content)
                 return
-            self.reply(r.status_code, r.content, r.headers.get("Content-Type", "application/json"))
+            content = r.content
+            delegation = self.headers.get("X-Iceberg-Access-Delegation", "")
+            if args.vend_s3 and "vended-credentials" in delegation and r.status_code == 200:
+                loaded = json.loads(content)
+                if "metadata-location" in loaded:
+                    key, secret, token = args.vend_s3.split(":", 2)
+                    loaded["storage-credentials"] = [{
+                        "prefix": loaded["metadata"]["location"],
+                        "config": {"s3.access-key-id": key, "s3.secret-access-key": secret,
+                                   "s3.session-token": token}}]
+                    loaded.setdefault("config", {}).update({
+                        "s3.access-key-id": "config-key", "s3.secret-access-key": "config-secret"})
+                    content = json.dumps(loaded).encode()
+                    say(f"credentials vended {method} {path}")
+            self.reply(r.status_code, content, r.headers.get("Content-Type", "application/json"))
 
         def do_GET(self):
             self.handle_any("GET")

@@ -163,6 +163,9 @@ struct ArchiveConfig {
     // PEM file of the CAs an https catalog's (and OAuth2 server's) certificate is checked against,
     // instead of the system's trust store; empty: the system's.
     std::string rest_ca_file;
+    // "vended-credentials": ask the catalog for the table's object storage credentials
+    // (X-Iceberg-Access-Delegation) and use them instead of archive.s3_* and AWS_*; "": none.
+    std::string rest_access_delegation;
     int rest_timeout_ms = 30000;        // one request's limit (connect, send, answer)
     std::string partition = "day";      // day(recorded_at) or hour(recorded_at), at creation
     std::string namespace_ = "trackd";  // [archive] namespace

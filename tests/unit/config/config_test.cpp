@@ -619,6 +619,22 @@ TEST(TlsConfig, HttpsUrisAndCaFilesAreCheckedAtStartUp) {
     std::filesystem::remove_all(dir);
 }
 
+// Vended credentials are a REST catalog's; anything but "vended-credentials" is refused by name
+// (remote signing is not supported).
+TEST(ArchiveConfig, AccessDelegationIsVendedCredentialsWithARestCatalogOnly) {
+    const std::string rest = "[archive]\ncatalog_type = \"rest\"\nrest_uri = \"http://cat\"\n";
+    EXPECT_EQ(load_from_string(rest, "test.toml", {}).archive.rest_access_delegation, "");
+    EXPECT_EQ(load_from_string(rest, "test.toml",
+                               {{"TRACKD_ARCHIVE_REST_ACCESS_DELEGATION", "vended-credentials"}})
+                  .archive.rest_access_delegation,
+              "vended-credentials");
+    EXPECT_EQ(error_of(rest + "rest_access_delegation = \"remote-signing\"\n"),
+              "archive.rest_access_delegation: 'remote-signing' is not \"vended-credentials\" (or "
+              "empty: trackd's own S3 credentials)");
+    EXPECT_EQ(error_of("[archive]\nrest_access_delegation = \"vended-credentials\"\n"),
+              "archive.rest_access_delegation: is only used with archive.catalog_type = \"rest\"");
+}
+
 TEST(KafkaFormatConfig, RegistrySecretsAreMaskedWhenPrinted) {
     const auto c = load_from_string(
         "[kafka]\nformat = \"protobuf\"\nschema_registry_url = \"http://u:urlsecret@r:8081/x\"\n"
