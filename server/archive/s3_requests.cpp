@@ -277,8 +277,7 @@ S3Requests::Answer S3Requests::send(const std::string& method, const std::string
     std::string path = settings_.path_style ? "/" + net::url_encode(bucket) : "";
     if (!key.empty()) path += "/" + encode_path(key);
     if (path.empty()) path = "/";
-    const bool default_port = uri.port == (uri.tls() ? "443" : "80");
-    const std::string host = default_port ? uri.host : uri.host + ":" + uri.port;
+    const std::string host = uri.host_header();
     const auto target = path + "?" + encode_query(query);
     const auto what = fmt::format("{} s3://{}/{}", method, bucket, key);
 

@@ -90,6 +90,12 @@ std::string Uri::origin() const {
     return scheme + "://" + (v6 ? "[" + host + "]" : host) + ":" + port;
 }
 
+std::string Uri::host_header() const {
+    const bool v6 = host.find(':') != std::string::npos;
+    const auto name = v6 ? "[" + host + "]" : host;
+    return port == (tls() ? "443" : "80") ? name : name + ":" + port;
+}
+
 Uri parse_uri(const std::string& text) {
     Uri u;
     std::string rest;
@@ -183,9 +189,7 @@ HttpResponse HttpClient::send(const Uri& uri, const std::string& method, const s
     if (resolved) throw fail("resolve", resolved, options_.connect_timeout, false);
 
     bhttp::request<bhttp::string_body> req{bhttp::string_to_verb(method), target, 11};
-    const bool default_port = uri.port == (uri.tls() ? "443" : "80");
-    const auto host = uri.host.find(':') != std::string::npos ? "[" + uri.host + "]" : uri.host;
-    req.set(bhttp::field::host, default_port ? host : host + ":" + uri.port);
+    req.set(bhttp::field::host, uri.host_header());
     req.set(bhttp::field::user_agent, "trackd");
     req.set(bhttp::field::accept, "application/json");
     if (!content_type.empty()) req.set(bhttp::field::content_type, content_type);

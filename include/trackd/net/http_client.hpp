@@ -40,6 +40,9 @@ struct Uri {
     [[nodiscard]] bool tls() const { return scheme == "https"; }
     // scheme://host:port, for messages (never the userinfo).
     [[nodiscard]] std::string origin() const;
+    // The Host header sent for it: an IPv6 address in brackets, the port only when not the
+    // scheme's default (what a request signature over the Host header must use too).
+    [[nodiscard]] std::string host_header() const;
 };
 // Throws std::invalid_argument for anything but an http:// or https:// URI with a host.
 Uri parse_uri(const std::string& text);

@@ -37,7 +37,12 @@ TEST(ParseUri, SchemesPortsPathsAndUserinfo) {
     u = parse_uri("https://[::1]:8443/v1");
     EXPECT_EQ(u.host, "::1");
     EXPECT_EQ(u.origin(), "https://[::1]:8443");
+    EXPECT_EQ(u.host_header(), "[::1]:8443");
     EXPECT_EQ(parse_uri("https://[::1]").port, "443");
+    EXPECT_EQ(parse_uri("https://[::1]").host_header(), "[::1]");
+    EXPECT_EQ(parse_uri("http://catalog:8181/x").host_header(), "catalog:8181");
+    EXPECT_EQ(parse_uri("http://catalog:80").host_header(), "catalog");
+    EXPECT_EQ(parse_uri("https://catalog:80").host_header(), "catalog:80");
     EXPECT_THROW(parse_uri("ftp://catalog"), std::invalid_argument);
     EXPECT_THROW(parse_uri("https://"), std::invalid_argument);
     EXPECT_THROW(parse_uri("catalog:8181"), std::invalid_argument);
