@@ -140,13 +140,16 @@ start_faults() {
 #   migrated (the migrator by every test), SIGKILL and restart loops and 100k messages of ingest
 #   (recovery, reconnects and the events' replay by ProtobufIngest.*, LostCommitReply.*,
 #   Archive.SurvivesSigkill..., Delivery.* and GeofenceEvents.ScriptedPaths...);
+# - the two archives of 250,000 random rows whose data file goes up in three parts (45 and 70 s
+#   each in CI, most of it Arrow's Parquet writer under ASan); the S3 requests trackd makes
+#   itself run under ASan in every maintenance of ArchiveS3.Orphans... and in the unit tests;
 # - the readers' checks of the jdbc, rest and S3 archives (PyIceberg, DuckDB and fastavro read
 #   what trackd wrote: their time is Python's; ArchiveRestS3.IngestedHistoryReadBack... runs
 #   under ASan and writes through the REST catalog and S3 both).
 # They run in the release pass. The other way round, the Schemathesis runs (thousands of
 # generated requests, most of their time Python's) run only under ASan, where a bad request
 # that reads past a buffer shows as well as a 5xx or an answer off the schema.
-asan_release_only='^(Archive\.CompactionAfter200SmallCommitsKeepsEveryRow|Archive\.MaintenanceAfter200CommitsExpiresMergesAndDeletesOrphans|Migrations\.SideBySideOnAFreshClusterAllSucceed|Ingest\.SurvivesRepeatedSigkillWithoutLossOrDuplicates|Ingest\.ExactAccountingOf100kMessages|Ingest\.SurvivesPostgresqlImmediateRestart|GeofenceEvents\.SurvivesRepeatedSigkillWithoutDuplicatedOrMissingEvents|(ArchiveRest|ArchiveS3)\.SurvivesSigkillAtRandomMomentsAndDuringCommits|(Archive|ArchiveRest|ArchiveS3)\.IngestedHistoryReadBackByPyIcebergDuckDbAndFastavro)$'
+asan_release_only='^(Archive\.CompactionAfter200SmallCommitsKeepsEveryRow|Archive\.MaintenanceAfter200CommitsExpiresMergesAndDeletesOrphans|Migrations\.SideBySideOnAFreshClusterAllSucceed|Ingest\.SurvivesRepeatedSigkillWithoutLossOrDuplicates|Ingest\.ExactAccountingOf100kMessages|Ingest\.SurvivesPostgresqlImmediateRestart|GeofenceEvents\.SurvivesRepeatedSigkillWithoutDuplicatedOrMissingEvents|(ArchiveRest|ArchiveS3)\.SurvivesSigkillAtRandomMomentsAndDuringCommits|ArchiveS3\.AMultipartUploadFailingHalfWayIsRetriedOrAbortedAndLosesNothing|ArchiveS3\.AnUploadLeftBegunByAKilledArchiverIsAbortedByMaintenance|(Archive|ArchiveRest|ArchiveS3)\.IngestedHistoryReadBackByPyIcebergDuckDbAndFastavro)$'
 asan_only='^Http(Tools|Abuse)\.Schemathesis'
 
 if [[ " $presets " == *" release "* ]]; then start_faults; fi
