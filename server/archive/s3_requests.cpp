@@ -151,6 +151,13 @@ std::string encode_query(const std::map<std::string, std::string>& query, bool w
     throw std::runtime_error(message);
 }
 
+net::HttpOptions http_options(const S3Settings& s) {
+    net::HttpOptions o;
+    o.connect_timeout = std::chrono::milliseconds(s.timeout_ms);
+    o.read_timeout = std::chrono::milliseconds(s.timeout_ms);
+    return o;
+}
+
 }  // namespace
 
 std::string encode_query(const std::map<std::string, std::string>& query) {
@@ -261,7 +268,10 @@ UploadPage parse_upload_page(const std::string& bucket, const std::string& xml) 
     return page;
 }
 
-S3Requests::S3Requests(S3Settings settings) : settings_(std::move(settings)) {}
+S3Requests::S3Requests(S3Settings settings)
+    : settings_(std::move(settings)),
+      client_(std::make_unique<const net::HttpClient>(http_options(settings_))) {}
+S3Requests::~S3Requests() = default;
 
 S3Requests::Answer S3Requests::send(const std::string& method, const std::string& bucket,
                                     const std::string& key,
@@ -281,16 +291,12 @@ S3Requests::Answer S3Requests::send(const std::string& method, const std::string
     const auto target = path + "?" + encode_query(query);
     const auto what = fmt::format("{} s3://{}/{}", method, bucket, key);
 
-    net::HttpOptions options;
-    options.connect_timeout = std::chrono::milliseconds(settings_.timeout_ms);
-    options.read_timeout = std::chrono::milliseconds(settings_.timeout_ms);
-    const net::HttpClient client(options);
     for (int attempt = 1;; ++attempt) {
         std::string failure;
         try {
             const auto headers = sign_v4(settings_, "s3", method, host, path, query, "",
                                          std::chrono::system_clock::now());
-            auto res = client.send(uri, method, target, {}, {}, headers);
+            auto res = client_->send(uri, method, target, {}, {}, headers);
             if (!retryable(res.status)) return {res.status, std::move(res.body)};
             failure = fmt::format("{} {}", res.status, element(res.body, "Code").value_or(""));
         } catch (const net::HttpRequestError& e) {

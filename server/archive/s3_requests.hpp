@@ -14,10 +14,15 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "file_io.hpp"
+
+namespace trackd::net {
+class HttpClient;
+}  // namespace trackd::net
 
 namespace trackd::archive {
 
@@ -51,6 +56,9 @@ UploadPage parse_upload_page(const std::string& bucket, const std::string& xml);
 class S3Requests {
   public:
     explicit S3Requests(S3Settings settings);
+    ~S3Requests();
+    S3Requests(const S3Requests&) = delete;
+    S3Requests& operator=(const S3Requests&) = delete;
 
     [[nodiscard]] bool can_sign() const { return !settings_.access_key_id.empty(); }
     // Every upload of `bucket`, page after page (no prefix: MinIO lists an upload under a
@@ -69,6 +77,7 @@ class S3Requests {
                 const std::map<std::string, std::string>& query);
 
     S3Settings settings_;
+    std::unique_ptr<const net::HttpClient> client_;  // timeouts: settings_.timeout_ms
 };
 
 }  // namespace trackd::archive

@@ -90,6 +90,7 @@ LISTED_TIME = re.compile(rb"<LastModified>([^<]+)</LastModified>")
 UPLOAD_ID = re.compile(rb"<UploadId>([^<]+)</UploadId>")
 LISTED_UPLOAD = re.compile(rb"<Upload>.*?</Upload>", re.S)
 INITIATED = re.compile(rb"<Initiated>[^<]+</Initiated>")
+UPLOADS_QUERY = re.compile(r"(^|&)uploads(=|&|$)")  # ListMultipartUploads, CreateMultipartUpload
 
 
 def shift_http_date(value, seconds):
@@ -251,7 +252,7 @@ def main():
                                "application/xml")
                     return True
             query = self.path.partition("?")[2]
-            listing = method == "GET" and re.search(r"(^|&)uploads(=|&|$)", query)
+            listing = method == "GET" and UPLOADS_QUERY.search(query)
             aborting = method == "DELETE" and re.search(r"(^|&)uploadId=", query)
             if args.s3_deny_uploads and (listing or aborting):
                 say(f"{'uploads listing' if listing else 'abort'} denied 403 {path}")
@@ -384,7 +385,7 @@ def main():
             if args.s3:
                 offset = args.s3_clock_offset_s
                 content = shift_listed_times(r.content, offset) if offset else r.content
-                listing_uploads = re.search(r"(^|&)uploads(=|&|$)", query)
+                listing_uploads = UPLOADS_QUERY.search(query)
                 if args.s3_initiated_as_seen and listing_uploads and r.status_code == 200:
                     if method == "POST":  # CreateMultipartUpload
                         found = UPLOAD_ID.search(r.content)
