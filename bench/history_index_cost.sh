@@ -25,8 +25,11 @@
 #                 time; what is left at the end is merged before the run's time is taken
 #   no-time-brin  trackd's set without the BRIN on recorded_at (the closed set before V0019)
 #   time-btree    trackd's set with a btree on recorded_at in place of its BRIN
+#   db-collation  trackd's set with vehicle ids in the database's collation (before V0022) in the
+#                 history, the current state and the geofence tables
 # (--sets: these, or some of them; trackd's set always runs first, as the reference.)
-# The sets after defer are not layouts trackd offers; they are here to price each index. hash answers a
+# The sets after defer are not layouts trackd offers; they are here to price each index (and
+# db-collation the byte order of V0022). hash answers a
 # vehicle's track out of time order, no-vehicle and brin-only answer a track or a bbox by
 # scanning, cells, gin-cells and gin a bbox only through the cells it covers (QGIS's && cannot
 # use them), and gin reads its whole pending list for each key a query looks up.
@@ -64,7 +67,8 @@ bench_workload "$workload"
 
 bench_scratch index-cost
 
-all_sets=(trackd defer hash no-vehicle brin-only bloom cells gin-cells gin no-time-brin time-btree)
+all_sets=(trackd defer hash no-vehicle brin-only bloom cells gin-cells gin no-time-brin time-btree
+  db-collation)
 sets=(trackd)
 for set in "${chosen[@]:-${all_sets[@]}}"; do
   [[ " ${all_sets[*]} " == *" $set "* ]] || die "--sets: '$set' is not one of ${all_sets[*]}"
@@ -91,6 +95,8 @@ run_set() {
   new_db "$db"
   [[ "$set" != gin* ]] || psql_at "$db" -c "CREATE EXTENSION IF NOT EXISTS btree_gin" >/dev/null
   [[ -z "${closed_set[$set]:-}" ]] || use_history_index_set "$db" "${closed_set[$set]}"
+  [[ "$set" != db-collation ]] || use_database_collation_for_vehicle_ids "$db" \
+    vehicle_telemetry_history vehicle_current_state geofence_events geofence_vehicle_state
   dsn="$(dsn_of "$db")"
   say "$set, run $i"
   m0="$(machine_jiffies)"

@@ -73,21 +73,25 @@ bench_python_env() {
 }
 
 # create_db NAME: a fresh database with trackd's schema (`trackd migrate`) and
-# pg_stat_statements (to read this database's statements).
+# pg_stat_statements (to read this database's statements). TRACKD_BENCH_DATABASE_OPTIONS: more
+# options of its CREATE DATABASE, e.g. "TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE
+# 'en-US'" for a database whose text sorts as a language does (the local cluster's is C.UTF-8).
 create_db() {
   local db="$1"
   psql_admin -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" \
-    -c "CREATE DATABASE $db" >/dev/null
+    -c "CREATE DATABASE $db ${TRACKD_BENCH_DATABASE_OPTIONS:-}" >/dev/null
   TRACKD_PG_DSN="$(dsn_of "$db")" "$bench_bin/server/trackd" migrate >/dev/null 2>&1 ||
     die "trackd migrate failed on $db"
   psql_at "$db" -c "SET client_min_messages = warning" \
     -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null
 }
 # use_today_current_state NAME: the current state as the performance issue measured it
-# (V0003-V0010): a GiST on geom and a btree on last_updated, no grid cell, default fillfactor.
+# (V0003-V0010): a GiST on geom and a btree on last_updated, no grid cell, default fillfactor,
+# vehicle ids in the database's collation (here and in the geofence tables).
 # V0011 made its updates HOT; this is the "before" of that change, on a migrated database
 # (dropping the column drops its index: V0016's SP-GiST on the cells' corners).
 use_today_current_state() {
+  use_database_collation_for_vehicle_ids "$1" vehicle_current_state geofence_events geofence_vehicle_state
   psql_at "$1" -v ON_ERROR_STOP=1 \
     -c "ALTER TABLE trackd.vehicle_current_state DROP COLUMN cell_corner" \
     -c "ALTER TABLE trackd.vehicle_current_state RESET (fillfactor)" \
@@ -116,10 +120,24 @@ use_history_index_set() {
         END LOOP;
       END LOOP; END \$set\$" >/dev/null || die "could not give $1 the history index set $2"
 }
+# use_database_collation_for_vehicle_ids NAME TABLE...: vehicle_id of these trackd tables in the
+# database's collation, as before V0022 put them in byte order (COLLATE "C"); their indexes on it
+# are rebuilt (meant for empty tables).
+use_database_collation_for_vehicle_ids() {
+  local db="$1" t
+  shift
+  for t in "$@"; do
+    psql_at "$db" -v ON_ERROR_STOP=1 \
+      -c "ALTER TABLE trackd.$t ALTER COLUMN vehicle_id TYPE text COLLATE pg_catalog.\"default\"" \
+      >/dev/null || die "could not give $t.vehicle_id the database's collation on $db"
+  done
+}
 # use_today_history_indexes NAME: the history partitions' indexes as the performance issue
-# measured them (a GiST on geom, which V0013 made an SP-GiST, and the btree), on a migrated
+# measured them (a GiST on geom, which V0013 made an SP-GiST, and the btree, on vehicle ids in
+# the database's collation, which V0022 put in byte order), on a migrated
 # database (and for the loader's --layout hot, which drops the closed set by its names).
 use_today_history_indexes() {
+  use_database_collation_for_vehicle_ids "$1" vehicle_telemetry_history
   use_history_index_set "$1" "('_geom_gist', 'USING gist (geom)'), ('_vehicle_time_idx', '(vehicle_id, recorded_at DESC)')"
 }
 drop_db() {
@@ -257,7 +275,7 @@ machine_description() {
   pgv="$(psql -X -At "$admin_dsn" -c 'SHOW server_version' 2>/dev/null | cut -d' ' -f1)"
   postgis="$(psql_at trackd -c 'SELECT extversion FROM pg_extension WHERE extname = $$postgis$$' 2>/dev/null || true)"
   kafka="${KAFKA_VERSION:-4.4.0}"
-  echo "$(nproc) cores ($model), $mem; load average at start $load; PostgreSQL $pgv, PostGIS ${postgis:-?}, Kafka $kafka"
+  echo "$(nproc) cores ($model), $mem; load average at start $load; PostgreSQL $pgv, PostGIS ${postgis:-?}, Kafka $kafka${TRACKD_BENCH_DATABASE_OPTIONS:+; databases created with $TRACKD_BENCH_DATABASE_OPTIONS}"
 }
 
 # Appends a section to bench/RESULTS.md (stdin is the section's body).

@@ -1010,5 +1010,81 @@ TEST(Migrations, AMigrationGivesWayToAFrozenLockHolderAndNamesIt) {
               std::to_string(inserted));
 }
 
+// V0022 on a database whose text sorts as English does: every table and history partition with
+// a vehicle_id has it in byte order ("C") afterwards, its indexes rebuilt on it, the rows as they
+// were; ORDER BY vehicle_id goes by bytes; a lookup and a join with a table in the database's
+// collation use the indexes; a partition made later is in byte order too; and a second run
+// rebuilds nothing.
+TEST(Migrations, V0022PutsVehicleIdsInByteOrderEverywhere) {
+    TestDatabase db("mig_bytes", std::string("en-US"));
+    apply_with_psql(db, 21);
+    db::Connection conn(db.dsn(), "test");
+    conn.exec_script(R"SQL(
+INSERT INTO trackd.vehicle_telemetry_history (vehicle_id, recorded_at, geom, ingest_batch_id,
+  kafka_partition, kafka_offset)
+SELECT v, now() - i * interval '1 s', ST_SetSRID(ST_MakePoint(13, 52, 0), 4326), 1, 0, i
+  FROM unnest(ARRAY['veh-a', 'Veh-b', 'veh-c']) WITH ORDINALITY AS t(v, i);
+INSERT INTO trackd.vehicle_current_state (vehicle_id, last_updated, geom, ingest_batch_id,
+  kafka_partition, kafka_offset)
+SELECT v, now(), ST_SetSRID(ST_MakePoint(13, 52, 0), 4326), 1, 0, i
+  FROM unnest(ARRAY['veh-a', 'Veh-b', 'veh-c']) WITH ORDINALITY AS t(v, i);
+)SQL");
+    const auto order = [&](const std::string& table) {
+        return conn
+            .query("SELECT string_agg(vehicle_id, ',' ORDER BY vehicle_id) FROM trackd." + table)
+            .at(0, 0);
+    };
+    ASSERT_EQ(order("vehicle_current_state"), "veh-a,Veh-b,veh-c");
+    ASSERT_EQ(order("vehicle_telemetry_history"), "veh-a,Veh-b,veh-c");
+    // "relations whose vehicle_id is not in byte order / all with a vehicle_id" (tables,
+    // partitions, indexes), and the storage of every index on it.
+    const std::string collations =
+        "SELECT count(*) FILTER (WHERE a.attcollation <> 'pg_catalog.\"C\"'::regcollation) || "
+        "'/' || count(*) FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+        "WHERE c.relnamespace = 'trackd'::regnamespace AND a.attname = 'vehicle_id'";
+    const std::string index_files =
+        "SELECT string_agg(c.relname || ':' || c.relfilenode, ',' ORDER BY c.relname) "
+        "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid WHERE c.relkind = 'i' AND "
+        "c.relnamespace = 'trackd'::regnamespace AND a.attname = 'vehicle_id'";
+    // The history parent, its DEFAULT and 9 time partitions (yesterday to a week ahead), the
+    // partitions' 10 btrees, the current state, the two geofence tables and an index of each: 27.
+    ASSERT_EQ(conn.query(collations).at(0, 0), "27/27");
+    const std::string files_before = conn.query(index_files).at(0, 0);
+
+    apply_with_psql(db, 22, 22);
+    EXPECT_EQ(conn.query(collations).at(0, 0), "0/27");
+    const std::string files_after = conn.query(index_files).at(0, 0);
+    EXPECT_NE(files_after, files_before) << "the indexes on vehicle_id are rebuilt";
+    EXPECT_EQ(order("vehicle_current_state"), "Veh-b,veh-a,veh-c");
+    EXPECT_EQ(order("vehicle_telemetry_history"), "Veh-b,veh-a,veh-c");
+
+    conn.exec_script(
+        "SET enable_seqscan = off; CREATE TEMP TABLE register (vehicle_id text PRIMARY KEY); "
+        "INSERT INTO register VALUES ('veh-a'), ('VEH-C')");
+    const auto plan = [&](const std::string& sql) {
+        std::string text;
+        const auto r = conn.query("EXPLAIN (COSTS OFF) " + sql);
+        for (int i = 0; i < r.rows(); ++i) text += r.at(i, 0) + "\n";
+        return text;
+    };
+    EXPECT_NE(plan("SELECT * FROM trackd.vehicle_current_state WHERE vehicle_id = 'veh-a'")
+                  .find("vehicle_current_state_pkey"),
+              std::string::npos);
+    EXPECT_NE(plan("SELECT * FROM trackd.vehicle_telemetry_history WHERE vehicle_id = 'veh-a' "
+                   "AND recorded_at > now() - interval '1 hour'")
+                  .find("_vehicle_time_idx"),
+              std::string::npos);
+    EXPECT_EQ(conn.query("SELECT string_agg(vehicle_id, ',') FROM register JOIN "
+                         "trackd.vehicle_current_state USING (vehicle_id)")
+                  .at(0, 0),
+              "veh-a");
+
+    conn.query("SELECT trackd.create_history_partitions('2099-01-01', '2099-01-02')");
+    EXPECT_EQ(conn.query(collations).at(0, 0), "0/29");
+    const std::string files_with_new = conn.query(index_files).at(0, 0);
+    apply_with_psql(db, 22, 22);
+    EXPECT_EQ(conn.query(index_files).at(0, 0), files_with_new) << "a second run rebuilds nothing";
+}
+
 }  // namespace
 }  // namespace trackd::test

@@ -34,6 +34,17 @@ class TestDatabase {
             schema == Schema::migrated ? migrated_template(admin) : postgis_template(admin);
         admin.exec_script("CREATE DATABASE " + name_ + " TEMPLATE " + from);
     }
+    // A database whose text sorts as the ICU locale `icu_locale` does (the local cluster's
+    // collation is C.UTF-8), with PostGIS only.
+    TestDatabase(const std::string& tag, const std::string& icu_locale) {
+        name_ = "trackd_t_" + tag + "_" + std::to_string(getpid());
+        db::Connection admin(pg_admin_dsn(), "trackd tests");
+        admin.exec_script("DROP DATABASE IF EXISTS " + name_);
+        admin.exec_script("CREATE DATABASE " + name_ +
+                          " TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE '" + icu_locale +
+                          "'");
+        db::Connection(dsn(), "trackd tests").exec_script("CREATE EXTENSION postgis");
+    }
     ~TestDatabase() {
         try {
             db::Connection admin(pg_admin_dsn(), "trackd tests");
