@@ -1190,8 +1190,9 @@ TEST(ArchiveS3, AMultipartUploadFailingHalfWayIsRetriedOrAbortedAndLosesNothing)
 // An archiver killed while a data file goes up in parts leaves its multipart upload begun:
 // unseen by listings and readers, its first part stored. Maintenance aborts it once it is older
 // than archive.orphan_min_age_s on the storage's clock (ListMultipartUploads and
-// AbortMultipartUpload, requests trackd signs itself), keeps it while it is younger, and the
-// batch is then archived once.
+// AbortMultipartUpload, requests trackd signs itself), keeps it while it is younger, goes on
+// when the key may not list uploads (403) and when the listing is left unanswered (sent again
+// after archive.s3_timeout_ms), and the batch is then archived once.
 TEST(ArchiveS3, AnUploadLeftBegunByAKilledArchiverIsAbortedByMaintenance) {
     TestDatabase db("archs3killed", Schema::migrated);
     ArchiveFixture a(db.dsn(), "archs3killed", kJdbcS3);
@@ -1254,8 +1255,20 @@ TEST(ArchiveS3, AnUploadLeftBegunByAKilledArchiverIsAbortedByMaintenance) {
         EXPECT_EQ(count_of(denying.text(), "uploads listing denied 403"), 1U) << denying.text();
         EXPECT_EQ(uploads(), "1");
     }
-    r = a.archive("maintain", aged);
-    ASSERT_EQ(r.exit_code, 0) << r.output;
+    {
+        // A server that leaves the listing of uploads unanswered on an open connection: trackd's
+        // own request gives up after archive.s3_timeout_ms and is sent again.
+        const HttpFront silent("archs3killedsilent", s3_endpoint(),
+                               {"--s3", "--s3-hang", "1", "--s3-faults-on", "UPLOADS"});
+        auto env = aged;
+        env["TRACKD_ARCHIVE_S3_ENDPOINT"] = silent.uri;
+        env["TRACKD_ARCHIVE_S3_TIMEOUT_MS"] = "1500";
+        r = a.archive("maintain", env);
+        ASSERT_EQ(r.exit_code, 0) << r.output;
+        EXPECT_EQ(count_of(silent.text(), "uploads listing left unanswered"), 1U) << silent.text();
+        EXPECT_NE(r.output.find("archive storage request failed, retrying"), std::string::npos)
+            << r.output;
+    }
     EXPECT_NE(r.output.find("1 uploads aborted"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("aborted an incomplete multipart upload"), std::string::npos)
         << r.output;

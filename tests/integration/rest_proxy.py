@@ -34,7 +34,8 @@ checked), so the tests put this in front of it:
                                      connection stays open and silent until the client gives up
   --s3-faults-on GET                 the three above apply to reads (GET) instead of uploads;
                                      PART: to the part uploads of a multipart upload only
-                                     (PUT …?partNumber=N&uploadId=…)
+                                     (PUT …?partNumber=N&uploadId=…); UPLOADS: to listings of
+                                     multipart uploads only (GET …?uploads)
   --s3-faults-after N                the first N requests the faults apply to pass unharmed
   --s3-clock-offset-s N              the time the S3 server stamped on each object (a HEAD's
                                      Last-Modified, a listing's LastModified) moved by N seconds,
@@ -69,7 +70,8 @@ no --client-id and no --token is given). Prints one line per event on stdout, fl
 "commit reply lost", "read back lost", "commit failed 503", "commit held before the server",
 "commit answer held", "commit dropped", "upstream unreachable", "TLS handshake failed",
 "upload throttled 503", "upload failed 500", "upload left unanswered" (with GET: "read throttled
-503", "read failed 500", "read left unanswered"; with PART: "part upload throttled 503", …).
+503", "read failed 500", "read left unanswered"; with PART: "part upload throttled 503", …; with
+UPLOADS: "uploads listing left unanswered", …).
 """
 import argparse
 import datetime
@@ -154,7 +156,7 @@ def main():
     p.add_argument("--s3-throttle", type=int, default=0)
     p.add_argument("--s3-error", type=int, default=0)
     p.add_argument("--s3-hang", type=int, default=0)
-    p.add_argument("--s3-faults-on", choices=["PUT", "GET", "PART"], default="PUT")
+    p.add_argument("--s3-faults-on", choices=["PUT", "GET", "PART", "UPLOADS"], default="PUT")
     p.add_argument("--s3-faults-after", type=int, default=0)
     p.add_argument("--s3-clock-offset-s", type=int, default=0)
     p.add_argument("--s3-initiated-as-seen", action="store_true")
@@ -261,9 +263,11 @@ def main():
                            "application/xml")
                 return True
             part = method == "PUT" and "partNumber=" in self.path
-            if args.s3_faults_on not in (method, "PART" if part else None):
+            kind = "PART" if part else "UPLOADS" if listing else None
+            if args.s3_faults_on not in (method, kind):
                 return False
-            what = {"PUT": "upload", "GET": "read", "PART": "part upload"}[args.s3_faults_on]
+            what = {"PUT": "upload", "GET": "read", "PART": "part upload",
+                    "UPLOADS": "uploads listing"}[args.s3_faults_on]
             if self.count_down("unharmed"):
                 return False
             for key, event, status, code, message in S3_ERRORS:
