@@ -1672,6 +1672,63 @@ TEST(ArchiveRestS3, VendedCredentialsReachABucketThatRefusesTrackdsOwnKey) {
     EXPECT_EQ(a.check("files").at("missing_files"), "0");
 }
 
+// Vended credentials that expire while `trackd archive` runs: from one moment on the bucket's
+// front refuses the pair it admitted (as S3 refuses an expired session token), and rounds fail
+// and commit nothing; once the catalog's front vends a new pair, the next round's load of the
+// table picks it up and archives what waited, once. The fronts read the pairs from files
+// (rest_proxy.py's @FILE), which the test rewrites.
+TEST(ArchiveRestS3, ExpiredVendedCredentialsAreRenewedByTheNextLoadOfTheTable) {
+    TestDatabase db("archrests3renew", Schema::migrated);
+    ArchiveFixture a(db.dsn(), "archrests3renew", kRestS3);
+    const std::string dir = ::testing::TempDir() + "archrests3renew-" + std::to_string(getpid());
+    fs::create_directories(dir);
+    const std::string vended = dir + "/vended";
+    const std::string admitted = dir + "/admitted";
+    const auto write = [](const std::string& path, const std::string& text) {
+        std::ofstream(path + ".new") << text;
+        fs::rename(path + ".new", path);  // a front never reads half a file
+    };
+    write(vended, "key-1:secret-1:token-1");
+    write(admitted, "key-1:token-1");
+    const HttpFront catalog("archrests3renewcat", iceberg_rest_uri(), {"--vend-s3", "@" + vended});
+    const HttpFront bucket("archrests3renews3", s3_endpoint(),
+                           {"--s3", "--s3-require-credential", "@" + admitted});
+    db::Connection conn(db.dsn(), "test");
+    insert_small_batch(conn, 1);
+    const std::string log =
+        ::testing::TempDir() + "archrests3renew-" + std::to_string(getpid()) + ".log";
+    fs::remove(log);
+    auto archiver =
+        a.start_archiver(log, {{"TRACKD_ARCHIVE_REST_URI", catalog.uri},
+                               {"TRACKD_ARCHIVE_S3_ENDPOINT", bucket.uri},
+                               {"TRACKD_ARCHIVE_S3_ACCESS_KEY_ID", "own-key"},
+                               {"TRACKD_ARCHIVE_S3_SECRET_ACCESS_KEY", "own-secret"},
+                               {"TRACKD_ARCHIVE_REST_ACCESS_DELEGATION", "vended-credentials"},
+                               {"TRACKD_ARCHIVE_MAINTENANCE_INTERVAL_S", "0"},
+                               {"TRACKD_ARCHIVE_COMPACTION_INTERVAL_S", "0"}});
+    ASSERT_TRUE(wait_for_value(db.dsn(), kAllArchived, 0, std::chrono::seconds(60)))
+        << IngestHarness::read_file(log) << bucket.text();
+
+    write(admitted, "key-2:token-2");  // key-1 has expired
+    insert_small_batch(conn, 2);
+    ASSERT_TRUE(wait_for_log(log, "archive failed, retrying", std::chrono::seconds(60)))
+        << IngestHarness::read_file(log);
+    EXPECT_GE(bucket.count("S3 request refused 403 key=key-1"), 1U) << bucket.text();
+    EXPECT_EQ(query_int(db.dsn(), kAllArchived), 1) << "nothing committed with refused uploads";
+
+    write(vended, "key-2:secret-2:token-2");  // the catalog hands out the new pair
+    ASSERT_TRUE(wait_for_value(db.dsn(), kAllArchived, 0, std::chrono::seconds(60)))
+        << IngestHarness::read_file(log) << bucket.text();
+    archiver->kill(SIGTERM);
+    EXPECT_EQ(archiver->wait(), 0) << IngestHarness::read_file(log);
+    EXPECT_EQ(bucket.count("S3 request refused 403 key=own-key"), 0U) << bucket.text();
+    EXPECT_EQ(bucket.count("S3 request refused 403 key=key-2"), 0U) << bucket.text();
+    const auto c = a.check("compare");
+    expect_exact(c);
+    EXPECT_EQ(c.at("iceberg_rows"), "14");
+    EXPECT_EQ(a.check("files").at("missing_files"), "0");
+}
+
 // Commits whose answer never comes back (the proxy forwards the commit, the server applies it,
 // the proxy closes the connection instead of answering), or that fail with a 503 before reaching
 // the server: each outcome is learnt from the catalog (the table, or the same request sent again,

@@ -55,6 +55,9 @@ checked), so the tests put this in front of it:
                                      answered 403 AccessDenied without being forwarded ("S3
                                      request refused 403 key=…"), as a bucket whose policy admits
                                      only the vended credentials
+                                     (--vend-s3 and --s3-require-credential: @FILE instead of the
+                                     value reads it from FILE at each request, so that a test can
+                                     let credentials expire and vend new ones)
   --s3-initiated-as-seen             a listing of multipart uploads (ListMultipartUploads) gives
                                      each upload begun through this front the time the front
                                      forwarded its creation as its Initiated: moto answers a fixed
@@ -173,6 +176,13 @@ def main():
     uploads_seen = {}  # --s3-initiated-as-seen: upload id -> when its creation was forwarded
     checking = bool(args.client_id or args.token)
 
+    def value_of(option):
+        """The option's value, or the content of FILE for @FILE, read now."""
+        if option and option.startswith("@"):
+            with open(option[1:]) as f:
+                return f.read().strip()
+        return option
+
     def say(line):
         with lock:
             print(line, flush=True)
@@ -244,7 +254,7 @@ def main():
         def s3_fault(self, method, path):
             """Throttles, fails or leaves unanswered an upload (or a read); True when taken."""
             if args.s3_require_credential:
-                key, _, token = args.s3_require_credential.partition(":")
+                key, _, token = value_of(args.s3_require_credential).partition(":")
                 signed = re.search(r"Credential=([^/]+)/", self.headers.get("Authorization", ""))
                 used = signed.group(1) if signed else ""
                 if used != key or self.headers.get("x-amz-security-token", "") != token:
@@ -419,7 +429,7 @@ def main():
             if args.vend_s3 and "vended-credentials" in delegation and r.status_code == 200:
                 loaded = json.loads(content)
                 if "metadata-location" in loaded:
-                    key, secret, token = args.vend_s3.split(":", 2)
+                    key, secret, token = value_of(args.vend_s3).split(":", 2)
                     loaded["storage-credentials"] = [{
                         "prefix": loaded["metadata"]["location"],
                         "config": {"s3.access-key-id": key, "s3.secret-access-key": secret,
