@@ -18,7 +18,7 @@
 # 3. the COPY limit: trackd's committed batches exported as binary COPY files and loaded into a
 #    fresh database batch by batch — COPY + the same current-state upsert, nothing else — on as
 #    many connections as trackd's batch.writers, and on one;
-#    steps 2 and 3 alternate --repeat times (default 2; the best of each counts: the machine is
+#    steps 2 and 3 alternate --repeat times (default 3; the best of each counts: the machine is
 #    shared, and other processes' CPU during each step is reported);
 # 4. the usual Python consumer (bench/python_consumer.py) into a fresh database, time-boxed to
 #    --python-seconds (default 180) and stated as such;
@@ -59,7 +59,7 @@ workload=fleet
 duplicate_share=""
 partitions=12
 bad_share=0.01
-repeat=2
+repeat=3
 python_seconds=180
 python_messages=0
 run_python=1
