@@ -1061,17 +1061,12 @@ SELECT v, now(), ST_SetSRID(ST_MakePoint(13, 52, 0), 4326), 1, 0, i
     conn.exec_script(
         "SET enable_seqscan = off; CREATE TEMP TABLE register (vehicle_id text PRIMARY KEY); "
         "INSERT INTO register VALUES ('veh-a'), ('VEH-C')");
-    const auto plan = [&](const std::string& sql) {
-        std::string text;
-        const auto r = conn.query("EXPLAIN (COSTS OFF) " + sql);
-        for (int i = 0; i < r.rows(); ++i) text += r.at(i, 0) + "\n";
-        return text;
-    };
-    EXPECT_NE(plan("SELECT * FROM trackd.vehicle_current_state WHERE vehicle_id = 'veh-a'")
+    EXPECT_NE(explain(conn, "SELECT * FROM trackd.vehicle_current_state WHERE vehicle_id = 'veh-a'")
                   .find("vehicle_current_state_pkey"),
               std::string::npos);
-    EXPECT_NE(plan("SELECT * FROM trackd.vehicle_telemetry_history WHERE vehicle_id = 'veh-a' "
-                   "AND recorded_at > now() - interval '1 hour'")
+    EXPECT_NE(explain(conn,
+                      "SELECT * FROM trackd.vehicle_telemetry_history WHERE vehicle_id = 'veh-a' "
+                      "AND recorded_at > now() - interval '1 hour'")
                   .find("_vehicle_time_idx"),
               std::string::npos);
     EXPECT_EQ(conn.query("SELECT string_agg(vehicle_id, ',') FROM register JOIN "

@@ -24,10 +24,8 @@ enum class Schema { postgis, migrated };
 
 class TestDatabase {
   public:
-    explicit TestDatabase(const std::string& tag, Schema schema = Schema::postgis) {
-        static std::atomic<int> counter{0};
-        name_ =
-            "trackd_t_" + tag + "_" + std::to_string(getpid()) + "_" + std::to_string(counter++);
+    explicit TestDatabase(const std::string& tag, Schema schema = Schema::postgis)
+        : name_(unique_name(tag)) {
         db::Connection admin(pg_admin_dsn(), "trackd tests");
         admin.exec_script("DROP DATABASE IF EXISTS " + name_);
         const auto from =
@@ -36,8 +34,7 @@ class TestDatabase {
     }
     // A database whose text sorts as the ICU locale `icu_locale` does (the local cluster's
     // collation is C.UTF-8), with PostGIS only.
-    TestDatabase(const std::string& tag, const std::string& icu_locale) {
-        name_ = "trackd_t_" + tag + "_" + std::to_string(getpid());
+    TestDatabase(const std::string& tag, const std::string& icu_locale) : name_(unique_name(tag)) {
         db::Connection admin(pg_admin_dsn(), "trackd tests");
         admin.exec_script("DROP DATABASE IF EXISTS " + name_);
         admin.exec_script("CREATE DATABASE " + name_ +
@@ -60,6 +57,12 @@ class TestDatabase {
     [[nodiscard]] std::string dsn() const { return dsn_of(name_); }
 
   private:
+    // trackd_t_<tag>_<pid>_<n>: unique among the tests of this process and of others beside it.
+    static std::string unique_name(const std::string& tag) {
+        static std::atomic<int> counter{0};
+        return "trackd_t_" + tag + "_" + std::to_string(getpid()) + "_" + std::to_string(counter++);
+    }
+
     // `CREATE EXTENSION postgis` runs thousands of statements, about half a second of the
     // server's CPU; so every test database is a copy of one that has PostGIS and nothing else,
     // made once per cluster and PostGIS version.
