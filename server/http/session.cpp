@@ -201,8 +201,12 @@ void Session::stream_write(std::string text) {
 
 void Session::stream_poll() {
     if (!body_stream_ || state_->stopping.load()) return end_stream();
+    // The handler owns the stream as well: a client that goes while next() waits for the
+    // database ends the stream (end_stream() lets go of body_stream_), and next() still runs on
+    // the stream's members until it returns.
     net::co_spawn(stream_.get_executor(), body_stream_->next(),
-                  [self = shared_from_this()](const std::exception_ptr& error, std::string text) {
+                  [self = shared_from_this(), stream = body_stream_](
+                      const std::exception_ptr& error, std::string text) {
                       self->on_stream_next(error, std::move(text));
                   });
 }

@@ -1,8 +1,10 @@
 // Geofence enter/exit events end to end: positions produced to the real broker, trackd run,
 // the trackd.geofence_events table and the live stream (Server-Sent Events) compared with the
 // expected events (docs/ingest.md, "Geofence events"; docs/api.md, "Geofence events").
+#include <memory>
 #include <random>
 #include <regex>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <librdkafka/rdkafka.h>
@@ -10,6 +12,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include "trackd/events/counters.hpp"
 #include "trackd/events/geofence_detector.hpp"
 
 #include "support/free_port.hpp"
@@ -493,6 +496,53 @@ TEST_F(GeofenceEventsApi, DwellTimeAndZoneDeletion) {
     EXPECT_EQ(int64_t(read_->get("/v1/vehicles/bus-1/events?to=2025-12-31T00:00:00Z")
                           .json()["numberReturned"]),
               0);
+}
+
+// A client that goes while its stream's poll waits for the database: the stream ends once the
+// answer comes, and the poll, which runs on the stream's members, never outlives them (the
+// ASan build fails here if it does). The poll is held by a lock on the table it reads.
+TEST_F(GeofenceEventsApi, AClientGoneWhileTheStreamWaitsForTheDatabaseEndsItCleanly) {
+    const double open_before = events::stream_clients_open().value();
+    auto client = std::make_unique<SseClient>(server_->port(), "/v1/events/stream", "");
+    ASSERT_TRUE(client->connected());
+    client->read_until(1, std::chrono::seconds(1));  // the head; no event comes
+    ASSERT_NE(client->head().find("200"), std::string::npos) << client->head();
+    EXPECT_EQ(events::stream_clients_open().value(), open_before + 1);
+
+    db::Connection holder(db_.dsn(), "test lock holder");
+    holder.exec_script("BEGIN; LOCK TABLE trackd.geofence_event_ids IN ACCESS EXCLUSIVE MODE");
+    // The stream's next poll (every 250 ms) now waits for the lock.
+    bool waiting = false;
+    for (int i = 0; i < 100 && !waiting; ++i) {
+        waiting =
+            sql("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock' AND query LIKE '%FROM trackd.geofence_event_ids%'")
+                .at(0, 0) == "1";
+        if (!waiting) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ASSERT_TRUE(waiting) << "the stream's poll never reached the locked table";
+
+    client.reset();  // the client goes; the server sees it while the poll still waits
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    holder.exec_script("COMMIT");
+
+    // The poll's answer arrives for a stream whose client is gone: the stream ends.
+    for (int i = 0; i < 100 && events::stream_clients_open().value() != open_before; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_EQ(events::stream_clients_open().value(), open_before);
+    // And the server goes on: a new stream gets an event stored afterwards.
+    SseClient next(server_->port(), "/v1/events/stream", "");
+    next.read_until(1, std::chrono::seconds(1));
+    sql("INSERT INTO trackd.geofence_events (event_id, vehicle_id, zone_name, kind, event_time, "
+        "geom, kafka_partition, kafka_offset, ingest_batch_id) VALUES (1, 'bus-1', 'square', "
+        "'enter', '2026-01-01T00:00:00Z', ST_SetSRID(ST_MakePoint(10.05, 50.05), 4326), 0, 7, 1)");
+    sql("UPDATE trackd.geofence_event_ids SET last_event_id = 1");
+    const auto& got = next.read_until(1, std::chrono::seconds(10));
+    ASSERT_EQ(got.size(), 1U);
+    EXPECT_EQ(got[0].id, 1);
+    EXPECT_EQ(got[0].kind, "enter");
+    EXPECT_EQ(read_->get("/v1/geofences/square").status, 200);
 }
 
 }  // namespace
