@@ -91,6 +91,61 @@ GEOSGeometry* to_multipolygon(Geos& geos, const GEOSGeometry* g) {
                                                 static_cast<unsigned>(parts.size())));
 }
 
+// A point of WGS 84 on the unit sphere, as PostGIS's geography computes it.
+struct UnitVector {
+    double x, y, z;
+};
+
+UnitVector on_sphere(double lon, double lat) {
+    constexpr double kRad = 3.14159265358979323846 / 180.0;
+    return {std::cos(lat * kRad) * std::cos(lon * kRad),
+            std::cos(lat * kRad) * std::sin(lon * kRad), std::sin(lat * kRad)};
+}
+
+// PostGIS refuses a geography with an edge between two antipodal points ("Antipodal (180
+// degrees long) edge detected!"): such an edge has no one shortest path. trackd stores a zone's
+// area in square metres through the geography, so the zone is refused here with the edge named,
+// instead of as a database error. PostGIS's tolerance is 1e-12 per coordinate; this one is a
+// little wider, so that rounding cannot let one through.
+void check_no_antipodal_edge(Geos& geos, const GEOSGeometry* ring) {
+    const GEOSCoordSequence* seq = GEOSGeom_getCoordSeq_r(geos.h(), ring);
+    unsigned int n = 0;
+    if (seq == nullptr || GEOSCoordSeq_getSize_r(geos.h(), seq, &n) == 0) return;
+    double x0 = 0;
+    double y0 = 0;
+    for (unsigned int i = 0; i < n; ++i) {
+        double x1 = 0;
+        double y1 = 0;
+        GEOSCoordSeq_getXY_r(geos.h(), seq, i, &x1, &y1);
+        if (i > 0) {
+            const UnitVector a = on_sphere(x0, y0);
+            const UnitVector b = on_sphere(x1, y1);
+            constexpr double kTolerance = 1e-10;
+            if (std::fabs(a.x + b.x) <= kTolerance && std::fabs(a.y + b.y) <= kTolerance &&
+                std::fabs(a.z + b.z) <= kTolerance) {
+                invalid(fmt::format(
+                    "the edge from [{}, {}] to [{}, {}] joins two antipodal points (180 degrees "
+                    "apart on the globe), so it has no one path; add a point between them",
+                    x0, y0, x1, y1));
+            }
+        }
+        x0 = x1;
+        y0 = y1;
+    }
+}
+
+void check_no_antipodal_edges(Geos& geos, const GEOSGeometry* multi) {
+    const int polygons = GEOSGetNumGeometries_r(geos.h(), multi);
+    for (int p = 0; p < polygons; ++p) {
+        const GEOSGeometry* polygon = GEOSGetGeometryN_r(geos.h(), multi, p);
+        check_no_antipodal_edge(geos, GEOSGetExteriorRing_r(geos.h(), polygon));
+        const int holes = GEOSGetNumInteriorRings_r(geos.h(), polygon);
+        for (int h = 0; h < holes; ++h) {
+            check_no_antipodal_edge(geos, GEOSGetInteriorRingN_r(geos.h(), polygon, h));
+        }
+    }
+}
+
 // True if an array inside `coordinates` (a position, a ring, a polygon) is empty.
 bool has_empty_array(simdjson::dom::element coordinates) {
     simdjson::dom::array a;
@@ -221,6 +276,7 @@ FenceGeometry parse_fence(std::string_view geojson, bool repair) {
     GEOSGeometry* multi = to_multipolygon(geos, result);
     if (multi == nullptr) invalid("nothing with an area is left after repair");
     if (GEOSisValid_r(geos.h(), multi) != 1) invalid("repair did not produce a valid geometry");
+    check_no_antipodal_edges(geos, multi);
     GEOSSetSRID_r(geos.h(), multi, 4326);
 
     GEOSWKBWriter* writer = GEOSWKBWriter_create_r(geos.h());

@@ -527,6 +527,28 @@ TEST_F(HttpApi, GeofenceWriteReadDelete) {
                   .at(0, 1),
               "2");
 
+    // An edge between two antipodal points has no one path on the globe, so PostGIS cannot
+    // give the zone's area: 422 naming the edge, not a database error.
+    r = write_->request(
+        "PUT", "/v1/geofences/half",
+        R"({"type":"Polygon","coordinates":[[[-90,0],[90,0],[90,10],[-90,10],[-90,0]]]})",
+        "application/geo+json");
+    EXPECT_EQ(outcome(r), std::make_pair(422, std::string("body")));
+    EXPECT_NE(str(r.json()["detail"])
+                  .find("the edge from [-90, 0] to [90, 0] joins two "
+                        "antipodal points"),
+              std::string::npos)
+        << r.body;
+    EXPECT_EQ(read_->get("/v1/geofences/half").status, 404);
+    // A ten-millionth of a degree short of antipodal: stored, with its area.
+    r = write_->request("PUT", "/v1/geofences/half",
+                        R"({"type":"Polygon","coordinates":[[[-89.9999999,0],[90,0],[90,10],)"
+                        R"([-90,10],[-89.9999999,0]]]})",
+                        "application/geo+json");
+    ASSERT_EQ(r.status, 201) << r.body;
+    EXPECT_GT(double(r.json()["properties"]["area_m2"]), 0);
+    EXPECT_EQ(write_->request("DELETE", "/v1/geofences/half").status, 204);
+
     EXPECT_EQ(write_->request("DELETE", "/v1/geofences/depot%201").status, 204);
     EXPECT_EQ(outcome(write_->request("DELETE", "/v1/geofences/depot%201")),
               std::make_pair(404, std::string("zone_name")));

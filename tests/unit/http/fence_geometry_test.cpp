@@ -35,6 +35,37 @@ TEST(FenceGeometry, InvalidPolygonNamesProblemAndPlace) {
     EXPECT_EQ(fixed.ewkb_hex.substr(0, 18), "0106000020E6100000");
 }
 
+// PostGIS's geography has no path for an edge between antipodal points: refused with the edge.
+TEST(FenceGeometry, AnEdgeBetweenAntipodalPointsIsRefusedWithTheEdgeNamed) {
+    const auto detail = [](const std::string& body) {
+        const auto p = problem_of([&] { parse_fence(body, false); });
+        EXPECT_EQ(p.kind, ProblemKind::invalid_geometry) << body;
+        EXPECT_EQ(p.parameter, "body");
+        return p.detail;
+    };
+    EXPECT_NE(detail(R"({"type":"Polygon","coordinates":[[[-90,0],[90,0],[90,10],[-90,10],)"
+                     R"([-90,0]]]})")
+                  .find("the edge from [-90, 0] to [90, 0] joins two antipodal points"),
+              std::string::npos);
+    // Pole to pole, on the last edge of the ring.
+    EXPECT_NE(detail(R"({"type":"Polygon","coordinates":[[[-180,-90],[180,-90],[180,90],)"
+                     R"([-180,90],[-180,-90]]]})")
+                  .find("antipodal"),
+              std::string::npos);
+    // In a hole of the second polygon of a MultiPolygon.
+    EXPECT_NE(detail(R"({"type":"MultiPolygon","coordinates":[)"
+                     R"([[[0,70],[1,70],[1,71],[0,71],[0,70]]],)"
+                     R"([[[-170,-60],[170,-60],[170,60],[-170,60],[-170,-60]],)"
+                     R"([[-80,-45],[100,45],[-80,50],[-80,-45]]]]})")
+                  .find("the edge from [-80, -45] to [100, 45]"),
+              std::string::npos);
+    // Close to antipodal is a path PostGIS accepts: stored.
+    EXPECT_FALSE(parse_fence(R"({"type":"Polygon","coordinates":[[[-89.9999999,0],[90,0],)"
+                             R"([90,10],[-90,10],[-89.9999999,0]]]})",
+                             false)
+                     .ewkb_hex.empty());
+}
+
 TEST(FenceGeometry, OtherRefusals) {
     const auto kind = [](const std::string& body) {
         return problem_of([&] { parse_fence(body, false); }).kind;
