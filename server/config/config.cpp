@@ -7,10 +7,14 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
+#include <limits>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -18,6 +22,7 @@
 
 #include "trackd/core/error.hpp"
 #include "trackd/core/json.hpp"
+#include "trackd/net/http_client.hpp"
 
 extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX, not in a header
 
@@ -116,29 +121,111 @@ std::string print(const T& v) {
     }
 }
 
-// postgresql://user:password@host/db -> postgresql://user:****@host/db, and
-// "host=x password=y" -> "host=x password=****".
-std::string mask_dsn(const std::string& dsn) {
-    std::string out = dsn;
-    const auto scheme = out.find("://");
-    if (scheme != std::string::npos) {
-        const auto at = out.find('@', scheme + 3);
-        const auto colon = out.find(':', scheme + 3);
-        if (at != std::string::npos && colon != std::string::npos && colon < at) {
-            out.replace(colon + 1, at - colon - 1, "****");
-        }
-    }
-    for (const std::string key : {"password=", "sslpassword="}) {
-        auto pos = out.find(key);
-        while (pos != std::string::npos) {
-            const auto start = pos + key.size();
-            auto end = out.find_first_of(" &", start);
-            if (end == std::string::npos) end = out.size();
-            out.replace(start, end - start, "****");
-            pos = out.find(key, start + 4);
+// The libpq keywords whose value is a secret.
+bool secret_keyword(std::string_view name) { return name == "password" || name == "sslpassword"; }
+
+// "%70assword" -> "password": a URI's query parameter names may be percent-encoded.
+std::string percent_decoded(std::string_view s) {
+    std::string out;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        unsigned value = 0;
+        if (s[i] == '%' && i + 2 < s.size() &&
+            std::from_chars(s.data() + i + 1, s.data() + i + 3, value, 16).ptr ==
+                s.data() + i + 3) {
+            out += static_cast<char>(value);
+            i += 2;
+        } else {
+            out += s[i];
         }
     }
     return out;
+}
+
+// scheme://user:password@host/db?password=x&sslpassword=y: the userinfo's password and the
+// secret parameters' values become ****. The userinfo ends at the last '@' before the first '/'
+// (libpq and net::parse_uri end the authority there, so a password may hold '?' or '#'); the
+// parameters run to the end, split at '&' (libpq reads no fragment).
+std::string mask_uri(const std::string& uri, std::size_t authority_start) {
+    std::string out = uri.substr(0, authority_start);
+    auto rest = authority_start;
+    const auto at = uri.substr(0, uri.find('/', authority_start)).rfind('@');
+    if (at != std::string::npos && at >= authority_start) {
+        const auto colon = uri.find(':', authority_start);
+        out += colon < at ? uri.substr(authority_start, colon + 1 - authority_start) + "****"
+                          : uri.substr(authority_start, at - authority_start);
+        rest = at;
+    }
+    const auto query = uri.find('?', rest);
+    out += uri.substr(rest, query == std::string::npos ? query : query + 1 - rest);
+    if (query == std::string::npos) return out;
+    for (auto pos = query + 1; pos <= uri.size();) {
+        const auto end = std::min(uri.find('&', pos), uri.size());
+        const std::string_view param(uri.data() + pos, end - pos);
+        const auto eq = param.find('=');
+        if (eq != std::string_view::npos && secret_keyword(percent_decoded(param.substr(0, eq)))) {
+            out.append(param.substr(0, eq + 1)).append("****");
+        } else {
+            out.append(param);
+        }
+        if (end < uri.size()) out += '&';
+        pos = end + 1;
+    }
+    return out;
+}
+
+// A libpq key=value string, read as libpq reads it: spaces may surround '=', and a value is
+// either unquoted (up to the next space) or in single quotes; in both, a backslash escapes the
+// character after it (\' and \\). The value of password and sslpassword, quotes included,
+// becomes ****; everything else is kept as written.
+std::string mask_key_values(const std::string& dsn) {
+    const auto space = [&](std::size_t i) {
+        return i < dsn.size() && std::isspace(static_cast<unsigned char>(dsn[i])) != 0;
+    };
+    std::string out;
+    std::size_t i = 0;
+    while (i < dsn.size()) {
+        const auto start = i;
+        while (space(i)) ++i;
+        const auto key_start = i;
+        while (i < dsn.size() && !space(i) && dsn[i] != '=') ++i;
+        const std::string_view key(dsn.data() + key_start, i - key_start);
+        while (space(i)) ++i;
+        if (i >= dsn.size() || dsn[i] != '=') {  // not key=value: libpq refuses it; kept as is
+            out.append(dsn, start, std::string::npos);
+            break;
+        }
+        ++i;
+        while (space(i)) ++i;
+        out.append(dsn, start, i - start);
+        const auto value_start = i;
+        if (i < dsn.size() && dsn[i] == '\'') {
+            for (++i; i < dsn.size() && dsn[i] != '\''; ++i) {
+                if (dsn[i] == '\\') ++i;
+            }
+            i = std::min(i + 1, dsn.size());  // the closing quote (none: to the end)
+        } else {
+            for (; i < dsn.size() && !space(i); ++i) {
+                if (dsn[i] == '\\') ++i;
+            }
+            i = std::min(i, dsn.size());
+        }
+        if (secret_keyword(key)) {
+            out += "****";
+        } else {
+            out.append(dsn, value_start, i - value_start);
+        }
+    }
+    return out;
+}
+
+// How check-config prints a DSN (pg.dsn, http.pg_dsn) or a URL with userinfo: without its
+// password. postgresql://user:password@host/db?sslpassword=x -> postgresql://user:****@host/db?
+// sslpassword=****, and "host=x password = 'a b'" -> "host=x password = ****".
+std::string mask_dsn(const std::string& dsn) {
+    static const std::regex scheme(R"(^[A-Za-z][A-Za-z0-9+.-]*://)");
+    std::smatch m;
+    if (std::regex_search(dsn, m, scheme)) return mask_uri(dsn, m.length(0));
+    return mask_key_values(dsn);
 }
 
 // How check-config shows a secret: a DSN keeps everything but its password; an opaque secret
@@ -433,14 +520,18 @@ void apply_env(Config& c, const Environment& env) {
     }
 }
 
+// Digits only, 1..65535.
+bool valid_port(std::string_view port) {
+    int n = 0;
+    const char* e = port.data() + port.size();
+    auto [ptr, ec] = std::from_chars(port.data(), e, n);
+    return ec == std::errc{} && ptr == e && n > 0 && n < 65536;
+}
+
 bool valid_host_port(const std::string& s) {
     const auto colon = s.rfind(':');
-    if (colon == std::string::npos || colon == 0 || colon + 1 == s.size()) return false;
-    int port = 0;
-    const char* b = s.data() + colon + 1;
-    const char* e = s.data() + s.size();
-    auto [ptr, ec] = std::from_chars(b, e, port);
-    return ec == std::errc{} && ptr == e && port > 0 && port < 65536;
+    return colon != std::string::npos && colon != 0 &&
+           valid_port(std::string_view(s).substr(colon + 1));
 }
 
 // "<N> <unit>" with a PostgreSQL interval unit trackd documents, e.g. "30 days".
@@ -448,6 +539,25 @@ bool valid_interval(const std::string& s) {
     static const std::regex pattern(R"(^[1-9][0-9]{0,5} (hour|day|week|month)s?$)");
     return std::regex_match(s, pattern);
 }
+
+// The most of its unit a valid_interval postgis.retention may hold: 1000 years, so that
+// now() - retention stays far from PostgreSQL's earliest timestamp (4713 BC), before which every
+// maintenance run's drop would fail.
+std::int64_t max_retention(const std::string& unit) {
+    if (unit == "hour") return 1000LL * 36525 * 24 / 100;  // 8766000: more than 6 digits allow
+    if (unit == "day") return 1000LL * 36525 / 100;        // 365250
+    if (unit == "week") return 1000LL * 36525 / 100 / 7;   // 52178
+    return 1000LL * 12;                                    // months
+}
+
+// The archive's ages (archive.snapshot_max_age_s, archive.orphan_min_age_s) are at most 100
+// years. The archiver multiplies them by 1000 (milliseconds) and takes them from now, for orphans
+// and uploads as a std::chrono::system_clock duration (nanoseconds): bounded so, each product and
+// now less it fit an int64. Unbounded, a product could wrap to about now, and maintenance then
+// expired every snapshot, deleted every unreferenced file and aborted every upload.
+constexpr std::int64_t kMaxAgeS = 100LL * 36525 * 864;  // 3155760000
+// In nanoseconds, with room for now (about 1.8e18 ns since 1970) beside it.
+static_assert(kMaxAgeS < std::numeric_limits<std::int64_t>::max() / 1'000'000'000 / 2);
 
 // A local path, file:..., or s3://bucket[/prefix] with an S3 bucket name (3..63 of a-z 0-9 . -,
 // starting and ending with a letter or digit). Any other scheme is refused.
@@ -472,12 +582,24 @@ void require(bool ok, const std::string& key, const std::string& problem) {
     if (!ok) throw ConfigError(key, problem);
 }
 
-// "http://" or "https://" and something after it.
-bool http_uri(const std::string& uri) {
-    for (const std::string_view scheme : {"http://", "https://"}) {
-        if (uri.rfind(scheme, 0) == 0 && uri.size() > scheme.size()) return true;
+// An http(s) URL trackd connects to: net::parse_uri, which reads it when the client is made,
+// must find a host in it, and a port it names must be in 1..65535. `shown` is the URL as the
+// message prints it (masked when it may hold a password).
+void require_http_url(const std::string& url, const std::string& key, const std::string& shown) {
+    require(url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0, key,
+            "'" + shown + "' is not an http:// or https:// URI");
+    net::Uri uri;
+    try {
+        uri = net::parse_uri(url);
+    } catch (const std::invalid_argument&) {
+        // No host, or a ':' with no port after it.
+        const auto authority = url.substr(0, url.find('/', url.find("://") + 3));
+        throw ConfigError(key,
+                          "'" + shown + "' " +
+                              (authority.back() == ':' ? "has no port after ':'" : "has no host"));
     }
-    return false;
+    require(valid_port(uri.port), key,
+            "'" + shown + "' has port '" + uri.port + "', not one in 1..65535");
 }
 
 // A CA file setting: empty, or a readable file holding PEM certificates, for a client that
@@ -525,6 +647,7 @@ void validate(const Config& c) {
             R"(https?://([^/:@]+:[^/@]*@)?[A-Za-z0-9.-]+(:[0-9]{1,5})?(/.*)?)");
         require(std::regex_match(url, kUrl), "kafka.schema_registry_url",
                 "'" + mask_dsn(url) + "' is not http[s]://host[:port][/path]");
+        require_http_url(url, "kafka.schema_registry_url", mask_dsn(url));
     }
     require_ca_file(c.kafka.schema_registry_ca_file, "kafka.schema_registry_ca_file",
                     url.rfind("https://", 0) == 0, "an https:// kafka.schema_registry_url");
@@ -632,9 +755,17 @@ void validate(const Config& c) {
     require(c.postgis.index_grace_s >= 0, "postgis.index_grace_s", "must not be negative");
     require(c.postgis.index_check_interval_s >= 1, "postgis.index_check_interval_s",
             "must be at least 1");
-    require(c.postgis.retention.empty() || valid_interval(c.postgis.retention), "postgis.retention",
-            "'" + c.postgis.retention +
-                "' is not '<N> hours', '<N> days', '<N> weeks' or '<N> months'");
+    if (const auto& r = c.postgis.retention; !r.empty()) {
+        require(valid_interval(r), "postgis.retention",
+                "'" + r + "' is not '<N> hours', '<N> days', '<N> weeks' or '<N> months'");
+        const auto space = r.find(' ');
+        auto unit = r.substr(space + 1);
+        if (unit.back() == 's') unit.pop_back();
+        const auto most = max_retention(unit);
+        require(std::stoll(r.substr(0, space)) <= most, "postgis.retention",
+                "'" + r + "' is more than 1000 years (at most " + std::to_string(most) + " " +
+                    unit + "s)");
+    }
     const auto& a = c.archive;
     require(a.catalog_type == "jdbc" || a.catalog_type == "rest", "archive.catalog_type",
             "'" + a.catalog_type + "' is not one of jdbc, rest");
@@ -644,8 +775,11 @@ void validate(const Config& c) {
             "'" + a.warehouse +
                 "' is not a local path, a file:// URI or s3://bucket/prefix (a bucket name is "
                 "3..63 characters of a-z 0-9 . -)");
-    require(a.s3_endpoint.empty() || valid_endpoint(a.s3_endpoint), "archive.s3_endpoint",
-            "'" + a.s3_endpoint + "' is not http://host[:port] or https://host[:port]");
+    if (!a.s3_endpoint.empty()) {
+        require(valid_endpoint(a.s3_endpoint), "archive.s3_endpoint",
+                "'" + a.s3_endpoint + "' is not http://host[:port] or https://host[:port]");
+        require_http_url(a.s3_endpoint, "archive.s3_endpoint", a.s3_endpoint);
+    }
     require(
         a.s3_access_key_id.empty() == a.s3_secret_access_key.empty(),
         a.s3_access_key_id.empty() ? "archive.s3_access_key_id" : "archive.s3_secret_access_key",
@@ -659,15 +793,16 @@ void validate(const Config& c) {
     require(a.s3_timeout_ms >= 100 && a.s3_timeout_ms <= 600000, "archive.s3_timeout_ms",
             "must be between 100 and 600000");
     if (a.catalog_type == "rest") {
-        require(http_uri(a.rest_uri), "archive.rest_uri",
-                a.rest_uri.empty() ? std::string("must be set when archive.catalog_type = \"rest\"")
-                                   : "'" + a.rest_uri + "' is not an http:// or https:// URI");
+        require(!a.rest_uri.empty(), "archive.rest_uri",
+                "must be set when archive.catalog_type = \"rest\"");
+        require_http_url(a.rest_uri, "archive.rest_uri", a.rest_uri);
         require(a.rest_token.empty() || a.rest_credential.empty(), "archive.rest_token",
                 "set either archive.rest_token or archive.rest_credential, not both");
         require(a.rest_credential.empty() || a.rest_credential.find(':') != std::string::npos,
                 "archive.rest_credential", "must be \"client_id:client_secret\"");
-        require(a.rest_oauth2_uri.empty() || http_uri(a.rest_oauth2_uri), "archive.rest_oauth2_uri",
-                "'" + a.rest_oauth2_uri + "' is not an http:// or https:// URI");
+        if (!a.rest_oauth2_uri.empty()) {
+            require_http_url(a.rest_oauth2_uri, "archive.rest_oauth2_uri", a.rest_oauth2_uri);
+        }
         require_ca_file(
             a.rest_ca_file, "archive.rest_ca_file",
             a.rest_uri.rfind("https://", 0) == 0 || a.rest_oauth2_uri.rfind("https://", 0) == 0,
@@ -678,10 +813,21 @@ void validate(const Config& c) {
             "'" + a.rest_access_delegation +
                 "' is not \"vended-credentials\" (or empty: trackd's own S3 credentials)");
     } else {
-        require(a.rest_ca_file.empty(), "archive.rest_ca_file",
-                "is only used with archive.catalog_type = \"rest\"");
-        require(a.rest_access_delegation.empty(), "archive.rest_access_delegation",
-                "is only used with archive.catalog_type = \"rest\"");
+        // Set with the JDBC catalog, a REST catalog's key would be ignored without a word. The
+        // two with a default count as set when they differ from it (check-config prints them).
+        const ArchiveConfig defaults;
+        for (const auto& [key, set] : std::initializer_list<std::pair<const char*, bool>>{
+                 {"archive.rest_uri", !a.rest_uri.empty()},
+                 {"archive.rest_warehouse", !a.rest_warehouse.empty()},
+                 {"archive.rest_token", !a.rest_token.empty()},
+                 {"archive.rest_credential", !a.rest_credential.empty()},
+                 {"archive.rest_oauth2_uri", !a.rest_oauth2_uri.empty()},
+                 {"archive.rest_scope", a.rest_scope != defaults.rest_scope},
+                 {"archive.rest_timeout_ms", a.rest_timeout_ms != defaults.rest_timeout_ms},
+                 {"archive.rest_ca_file", !a.rest_ca_file.empty()},
+                 {"archive.rest_access_delegation", !a.rest_access_delegation.empty()}}) {
+            require(!set, key, "is only used with archive.catalog_type = \"rest\"");
+        }
     }
     require(a.rest_timeout_ms >= 100 && a.rest_timeout_ms <= 600000, "archive.rest_timeout_ms",
             "must be between 100 and 600000");
@@ -710,12 +856,14 @@ void validate(const Config& c) {
             "archive.poll_interval_ms", "must be between 10 and 600000");
     require(c.archive.maintenance_interval_s >= 0, "archive.maintenance_interval_s",
             "must not be negative (0 disables scheduled maintenance)");
-    require(c.archive.snapshot_max_age_s >= 0, "archive.snapshot_max_age_s",
-            "must not be negative");
+    const auto max_age = std::to_string(kMaxAgeS);
+    require(c.archive.snapshot_max_age_s >= 0 && c.archive.snapshot_max_age_s <= kMaxAgeS,
+            "archive.snapshot_max_age_s", "must be between 0 and " + max_age + " (100 years)");
     require(c.archive.min_snapshots_to_keep >= 1, "archive.min_snapshots_to_keep",
             "must be at least 1");
     require(c.archive.max_manifests >= 1, "archive.max_manifests", "must be at least 1");
-    require(c.archive.orphan_min_age_s >= 0, "archive.orphan_min_age_s", "must not be negative");
+    require(c.archive.orphan_min_age_s >= 0 && c.archive.orphan_min_age_s <= kMaxAgeS,
+            "archive.orphan_min_age_s", "must be between 0 and " + max_age + " (100 years)");
     require(c.archive.metadata_versions_max >= 1, "archive.metadata_versions_max",
             "must be at least 1");
     require(c.metrics.listen.empty() || valid_host_port(c.metrics.listen), "metrics.listen",

@@ -3,6 +3,9 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -23,6 +26,13 @@ std::string error_of(const std::string& toml, const Environment& env = {}) {
         return e.what();
     }
     return "(no error)";
+}
+
+// pg.dsn as check-config prints it: the TOML string, quotes included.
+std::string printed_dsn(const std::string& dsn) {
+    const auto text = to_masked_toml(load_from_string("", "test.toml", {{"TRACKD_PG_DSN", dsn}}));
+    const auto start = text.find("\ndsn = ") + 7;
+    return text.substr(start, text.find('\n', start) - start);
 }
 
 TEST(Config, DefaultsAreValid) {
@@ -170,6 +180,38 @@ dsn = "postgresql://trackd:s3cret@db:5432/trackd"
     EXPECT_EQ(again.batch.inflight_bytes, c.batch.inflight_bytes);
 }
 
+// libpq reads "key = value" with spaces around '=', and single-quoted values with \' and \\ in
+// them: check-config masks the whole password in each, as in a URI's userinfo and parameters.
+TEST(Config, DsnPasswordsAreMaskedInEveryFormLibpqReads) {
+    EXPECT_EQ(printed_dsn("host=db password=hunter2 dbname=trackd"),
+              "\"host=db password=**** dbname=trackd\"");
+    EXPECT_EQ(printed_dsn("host=db password = hunter2 dbname=trackd"),
+              "\"host=db password = **** dbname=trackd\"");
+    EXPECT_EQ(printed_dsn("host=db password= hunter2"), "\"host=db password= ****\"");
+    EXPECT_EQ(printed_dsn("host=db password ='hunter 2 x' user=u"),
+              "\"host=db password =**** user=u\"");
+    EXPECT_EQ(printed_dsn(R"(password='it\'s a \\ secret' host=db)"), "\"password=**** host=db\"");
+    EXPECT_EQ(printed_dsn(R"(password=hunter\ 2 host=db)"), "\"password=**** host=db\"");
+    EXPECT_EQ(printed_dsn("host=db sslpassword = 'key pass' sslmode=require"),
+              "\"host=db sslpassword = **** sslmode=require\"");
+    EXPECT_EQ(printed_dsn("host=db password='never closed"), "\"host=db password=****\"");
+    EXPECT_EQ(printed_dsn("host=db passfile=/etc/trackd/pgpass user=u"),
+              "\"host=db passfile=/etc/trackd/pgpass user=u\"");
+    EXPECT_EQ(
+        printed_dsn("postgresql://trackd:s3cret@db:5432/trackd?sslpassword=kp&sslmode=require"),
+        "\"postgresql://trackd:****@db:5432/trackd?sslpassword=****&sslmode=require\"");
+    EXPECT_EQ(printed_dsn("postgresql://db?user=u&password=pw"),
+              "\"postgresql://db?user=u&password=****\"");
+    EXPECT_EQ(printed_dsn("postgresql://db/trackd?%70assword=pw"),
+              "\"postgresql://db/trackd?%70assword=****\"");
+    EXPECT_EQ(printed_dsn("postgresql://u:p?w#d@db/trackd"), "\"postgresql://u:****@db/trackd\"");
+    // The printed configuration still loads.
+    const auto spaced =
+        load_from_string("", "test.toml", {{"TRACKD_PG_DSN", "host=db password = 'a b' user=u"}});
+    EXPECT_EQ(load_from_string(to_masked_toml(spaced), "printed.toml", {}).pg.dsn,
+              "host=db password = **** user=u");
+}
+
 // The binary itself: `trackd check-config` exits non-zero naming the key.
 TEST(CheckConfigCommand, EmptyTopicFromEnvironment) {
     const auto r =
@@ -198,6 +240,18 @@ TEST(CheckConfigCommand, PrintsEffectiveConfigMasked) {
     EXPECT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("topic = \"abc\""), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("postgresql://u:****@h/d"), std::string::npos) << r.output;
+}
+
+TEST(CheckConfigCommand, MasksSpacedAndQuotedDsnPasswords) {
+    const auto r = test::run_command(
+        "env 'TRACKD_PG_DSN=host=db password = hunter2' "
+        "\"TRACKD_HTTP_PG_DSN=host=replica password='hunter 3'\" " +
+        test::trackd_binary() + " check-config");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(r.output.find("hunter"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("dsn = \"host=db password = ****\""), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("pg_dsn = \"host=replica password=****\""), std::string::npos)
+        << r.output;
 }
 
 TEST(ArchiveConfig, DefaultsFileAndEnvironment) {
@@ -370,6 +424,85 @@ TEST(ArchiveConfig, ObjectStorageErrorsNameTheKey) {
     EXPECT_EQ(error_of("", {{"TRACKD_ARCHIVE_S3_PATH_STYLE", "yes"}}),
               "archive.s3_path_style (from TRACKD_ARCHIVE_S3_PATH_STYLE): expected true or false, "
               "got 'yes'");
+}
+
+// The archiver takes the ages in milliseconds, and in nanoseconds from the storage's clock: a
+// value whose product wraps would put the cut-off at about now, and maintenance would expire
+// every snapshot, delete every unreferenced file and abort every upload. 100 years at most.
+TEST(ArchiveConfig, AgesAreAtMost100Years) {
+    const auto c =
+        load_from_string("[archive]\nsnapshot_max_age_s = 3155760000\norphan_min_age_s = 0\n",
+                         "test.toml", {{"TRACKD_ARCHIVE_ORPHAN_MIN_AGE_S", "3155760000"}});
+    EXPECT_EQ(c.archive.snapshot_max_age_s, 3155760000);
+    EXPECT_EQ(c.archive.orphan_min_age_s, 3155760000);
+    for (const std::string key : {"snapshot_max_age_s", "orphan_min_age_s"}) {
+        const std::string problem =
+            "archive." + key + ": must be between 0 and 3155760000 (100 years)";
+        for (const char* value : {"3155760001", "15000000000", "9223372036854775807", "-1"}) {
+            EXPECT_EQ(error_of("[archive]\n" + key + " = " + value + "\n"), problem) << value;
+        }
+    }
+    EXPECT_EQ(error_of("", {{"TRACKD_ARCHIVE_SNAPSHOT_MAX_AGE_S", "9223372036854775807"}}),
+              "archive.snapshot_max_age_s: must be between 0 and 3155760000 (100 years)");
+}
+
+// now() - retention must stay after 4713 BC, PostgreSQL's earliest timestamp, or every
+// maintenance run fails: 1000 years at most, in each unit.
+TEST(ArchiveConfig, RetentionIsAtMost1000Years) {
+    for (const char* ok :
+         {"999999 hours", "365250 days", "52178 weeks", "12000 months", "1 month"}) {
+        EXPECT_EQ(
+            load_from_string("", "test.toml", {{"TRACKD_POSTGIS_RETENTION", ok}}).postgis.retention,
+            ok);
+    }
+    EXPECT_EQ(error_of("[postgis]\nretention = \"12001 months\"\n"),
+              "postgis.retention: '12001 months' is more than 1000 years (at most 12000 months)");
+    EXPECT_EQ(error_of("[postgis]\nretention = \"999999 months\"\n"),
+              "postgis.retention: '999999 months' is more than 1000 years (at most 12000 months)");
+    EXPECT_EQ(error_of("[postgis]\nretention = \"52179 weeks\"\n"),
+              "postgis.retention: '52179 weeks' is more than 1000 years (at most 52178 weeks)");
+    EXPECT_EQ(error_of("", {{"TRACKD_POSTGIS_RETENTION", "365251 day"}}),
+              "postgis.retention: '365251 day' is more than 1000 years (at most 365250 days)");
+}
+
+// With the JDBC catalog a REST catalog's key would do nothing: start-up stops naming it. A key
+// with a default counts as set when it differs from it, so check-config's output still loads.
+TEST(ArchiveConfig, RestKeysNeedTheRestCatalog) {
+    for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+             {"rest_uri", "\"http://cat:8181\""},
+             {"rest_warehouse", "\"fleet\""},
+             {"rest_token", "\"bearer-secret\""},
+             {"rest_credential", "\"id:secret\""},
+             {"rest_oauth2_uri", "\"https://idp.example/token\""},
+             {"rest_scope", "\"PRINCIPAL_ROLE:ALL\""},
+             {"rest_timeout_ms", "5000"}}) {
+        EXPECT_EQ(error_of("[archive]\n" + key + " = " + value + "\n"),
+                  "archive." + key + ": is only used with archive.catalog_type = \"rest\"");
+    }
+    EXPECT_EQ(error_of("", {{"TRACKD_ARCHIVE_REST_URI", "http://cat:8181"}}),
+              "archive.rest_uri: is only used with archive.catalog_type = \"rest\"");
+    EXPECT_EQ(error_of("[archive]\ncatalog_type = \"jdbc\"\nrest_token = \"t\"\n"),
+              "archive.rest_token: is only used with archive.catalog_type = \"rest\"");
+    EXPECT_EQ(error_of("[archive]\nrest_uri = \"\"\nrest_scope = \"catalog\"\n"
+                       "rest_timeout_ms = 30000\n"),
+              "(no error)");
+    const auto c = load_from_string(R"(
+[archive]
+catalog_type = "rest"
+rest_uri = "http://cat:8181"
+rest_warehouse = "fleet"
+rest_token = "bearer-secret"
+rest_oauth2_uri = "https://idp.example/token"
+rest_scope = "PRINCIPAL_ROLE:ALL"
+rest_timeout_ms = 5000
+)",
+                                    "test.toml", {});
+    EXPECT_EQ(c.archive.rest_uri, "http://cat:8181");
+    EXPECT_EQ(c.archive.rest_warehouse, "fleet");
+    EXPECT_EQ(c.archive.rest_token, "bearer-secret");
+    EXPECT_EQ(c.archive.rest_oauth2_uri, "https://idp.example/token");
+    EXPECT_EQ(c.archive.rest_scope, "PRINCIPAL_ROLE:ALL");
+    EXPECT_EQ(c.archive.rest_timeout_ms, 5000);
 }
 
 TEST(HttpConfig, LimitsAndTokensFromFileAndEnvironment) {
@@ -617,6 +750,55 @@ TEST(TlsConfig, HttpsUrisAndCaFilesAreCheckedAtStartUp) {
               "kafka.schema_registry_ca_file: is only used with an https:// "
               "kafka.schema_registry_url");
     std::filesystem::remove_all(dir);
+}
+
+// The URLs of the services trackd calls need a host, and a port in 1..65535 when they name one:
+// checked at start-up, not found out by every request of the archiver or the registry client.
+TEST(Config, ServiceUrlsNeedAHostAndAPortIn1To65535) {
+    const std::string rest = "[archive]\ncatalog_type = \"rest\"\n";
+    EXPECT_EQ(error_of(rest + "rest_uri = \"https://:8181/api\"\n"),
+              "archive.rest_uri: 'https://:8181/api' has no host");
+    EXPECT_EQ(error_of(rest + "rest_uri = \"http:///catalog\"\n"),
+              "archive.rest_uri: 'http:///catalog' has no host");
+    EXPECT_EQ(error_of(rest + "rest_uri = \"http://trackd@/catalog\"\n"),
+              "archive.rest_uri: 'http://trackd@/catalog' has no host");
+    EXPECT_EQ(error_of(rest + "rest_uri = \"http://cat:/api\"\n"),
+              "archive.rest_uri: 'http://cat:/api' has no port after ':'");
+    EXPECT_EQ(error_of(rest + "rest_uri = \"http://cat:0/api\"\n"),
+              "archive.rest_uri: 'http://cat:0/api' has port '0', not one in 1..65535");
+    EXPECT_EQ(error_of(rest + "rest_uri = \"http://cat:65536\"\n"),
+              "archive.rest_uri: 'http://cat:65536' has port '65536', not one in 1..65535");
+    EXPECT_EQ(error_of(rest + "rest_uri = \"http://cat:8181x/api\"\n"),
+              "archive.rest_uri: 'http://cat:8181x/api' has port '8181x', not one in 1..65535");
+    EXPECT_EQ(
+        error_of(rest + "rest_uri = \"http://cat\"\nrest_oauth2_uri = \"https://:9443/token\"\n"),
+        "archive.rest_oauth2_uri: 'https://:9443/token' has no host");
+    EXPECT_EQ(
+        error_of(rest +
+                 "rest_uri = \"http://cat\"\nrest_oauth2_uri = \"https://idp:99999/token\"\n"),
+        "archive.rest_oauth2_uri: 'https://idp:99999/token' has port '99999', not one in 1..65535");
+    EXPECT_EQ(error_of("[archive]\ns3_endpoint = \"http://127.0.0.1:0\"\n"),
+              "archive.s3_endpoint: 'http://127.0.0.1:0' has port '0', not one in 1..65535");
+    EXPECT_EQ(error_of("", {{"TRACKD_ARCHIVE_S3_ENDPOINT", "http://minio:65536"}}),
+              "archive.s3_endpoint: 'http://minio:65536' has port '65536', not one in 1..65535");
+    EXPECT_EQ(error_of("[kafka]\nformat = \"protobuf\"\n"
+                       "schema_registry_url = \"http://u:pw@r:70000/x\"\n"),
+              "kafka.schema_registry_url: 'http://u:****@r:70000/x' has port '70000', not one in "
+              "1..65535");
+    EXPECT_EQ(error_of("[kafka]\nformat = \"protobuf\"\nschema_registry_url = \"http://r:0\"\n"),
+              "kafka.schema_registry_url: 'http://r:0' has port '0', not one in 1..65535");
+    // Ports 1 and 65535, an IPv6 address, and no port (the scheme's) are taken.
+    const auto c = load_from_string(rest +
+                                        "rest_uri = \"https://[::1]:65535/api\"\n"
+                                        "rest_oauth2_uri = \"http://idp:1/token\"\n"
+                                        "s3_endpoint = \"http://127.0.0.1:65535\"\n"
+                                        "[kafka]\nformat = \"auto\"\n"
+                                        "schema_registry_url = \"https://u:pw@registry.example\"\n",
+                                    "test.toml", {});
+    EXPECT_EQ(c.archive.rest_uri, "https://[::1]:65535/api");
+    EXPECT_EQ(c.archive.rest_oauth2_uri, "http://idp:1/token");
+    EXPECT_EQ(c.archive.s3_endpoint, "http://127.0.0.1:65535");
+    EXPECT_EQ(c.kafka.schema_registry_url, "https://u:pw@registry.example");
 }
 
 // Vended credentials are a REST catalog's; anything but "vended-credentials" is refused by name
