@@ -159,28 +159,6 @@ void write_collection(JsonWriter& w, const Collection& c, const std::string& bas
     w.end_object();
 }
 
-// "<µs>_<batch>_<partition>_<offset>": where a positions page ended.
-struct PositionCursor {
-    std::int64_t us = 0;
-    std::int64_t batch = 0;
-    std::int64_t partition = 0;
-    std::int64_t offset = 0;
-};
-
-bool parse_ints(const std::string& text, char sep, std::int64_t* out, std::size_t n) {
-    std::size_t pos = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-        const auto end = i + 1 == n ? text.size() : text.find(sep, pos);
-        if (end == std::string::npos) return false;
-        const char* b = text.data() + pos;
-        const char* e = text.data() + end;
-        auto [ptr, ec] = std::from_chars(b, e, out[i]);
-        if (b == e || ec != std::errc{} || ptr != e) return false;
-        pos = end + 1;
-    }
-    return true;
-}
-
 }  // namespace
 
 void FeaturesService::add_routes(Router& router) {
@@ -320,18 +298,12 @@ boost::asio::awaitable<Response> FeaturesService::items(const Request& req, cons
     std::string order;
     if (c.kind == Kind::positions) {
         if (after) {
-            std::array<std::int64_t, 4> v{};
-            // Within what PostgreSQL reads back (years 1..9999, an int4 partition), so that a
-            // forged cursor is a 400 and never a database error.
-            constexpr std::int64_t kYear10000Us = 253402300800LL * 1000000;
-            if (!parse_ints(*after, '_', v.data(), v.size()) || v[0] < earliest_time_us() ||
-                v[0] >= kYear10000Us || v[2] < INT32_MIN || v[2] > INT32_MAX) {
-                bad_parameter("after", "'" + *after + "' is not a cursor from a next link");
-            }
+            const PositionCursor cursor = parse_position_cursor("after", *after);
             sql += " AND (recorded_at, ingest_batch_id, kafka_partition, kafka_offset) > (" +
-                   sql.bind(format_rfc3339(v[0])) + "::timestamptz, " +
-                   sql.bind(std::to_string(v[1])) + "::int8, " + sql.bind(std::to_string(v[2])) +
-                   "::int4, " + sql.bind(std::to_string(v[3])) + "::int8)";
+                   sql.bind(format_rfc3339(cursor.recorded_at_us)) + "::timestamptz, " +
+                   sql.bind(std::to_string(cursor.batch)) + "::int8, " +
+                   sql.bind(std::to_string(cursor.partition)) + "::int4, " +
+                   sql.bind(std::to_string(cursor.offset)) + "::int8)";
         }
         order = " ORDER BY recorded_at, ingest_batch_id, kafka_partition, kafka_offset";
     } else {

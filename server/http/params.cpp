@@ -140,6 +140,30 @@ std::int64_t parse_rfc3339(const std::string& name, const std::string& s) {
 
 std::int64_t earliest_time_us() { return core::days_from_civil(1, 1, 1) * 86400 * 1000000; }
 
+bool parse_ints(const std::string& text, char sep, std::int64_t* out, std::size_t n) {
+    std::size_t pos = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        const auto end = i + 1 == n ? text.size() : text.find(sep, pos);
+        if (end == std::string::npos) return false;
+        const char* b = text.data() + pos;
+        const char* e = text.data() + end;
+        auto [ptr, ec] = std::from_chars(b, e, out[i]);
+        if (b == e || ec != std::errc{} || ptr != e) return false;
+        pos = end + 1;
+    }
+    return true;
+}
+
+PositionCursor parse_position_cursor(const std::string& name, const std::string& text) {
+    std::int64_t v[4] = {};
+    constexpr std::int64_t kYear10000Us = 253402300800LL * 1000000;
+    if (!parse_ints(text, '_', v, 4) || v[0] < earliest_time_us() || v[0] >= kYear10000Us ||
+        v[2] < INT32_MIN || v[2] > INT32_MAX) {
+        bad_parameter(name, "'" + text + "' is not a cursor from a next link");
+    }
+    return {v[0], v[1], v[2], v[3]};
+}
+
 std::string format_rfc3339(std::int64_t us) {
     std::string out;
     append_rfc3339(out, us);

@@ -54,6 +54,23 @@ std::string format_rfc3339(std::int64_t us);
 // The same, appended to out (a page writes one per feature: no string of its own).
 void append_rfc3339(std::string& out, std::int64_t us);
 
+// `n` whole numbers separated by `sep` ("1-2-3"), each an int64; false if `text` is not that.
+bool parse_ints(const std::string& text, char sep, std::int64_t* out, std::size_t n);
+
+// Where a page of positions ended, ordered as the pages are: (recorded_at, ingest_batch_id,
+// kafka_partition, kafka_offset). As an `after` cursor: "<recorded_at µs>_<batch>_<partition>_
+// <offset>" (feature_writer's position_cursor).
+struct PositionCursor {
+    std::int64_t recorded_at_us = 0;
+    std::int64_t batch = 0;
+    std::int64_t partition = 0;
+    std::int64_t offset = 0;
+};
+
+// A cursor from a next link. Within what PostgreSQL reads back (years 1..9999, an int4
+// partition), so that a forged cursor is a 400 and never a database error.
+PositionCursor parse_position_cursor(const std::string& name, const std::string& text);
+
 // OGC API `datetime`: an instant, or "start/end" with ".." or "" for an open end.
 TimeInterval parse_datetime(const std::string& name, const std::string& text);
 

@@ -1,6 +1,7 @@
 #include "vehicle_service.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 
@@ -61,6 +62,52 @@ Box nearby_box(double lon, double lat, double radius_m) {
         box.xmax = lon + dlon;
     }
     return box;
+}
+
+// A vehicle's positions in [from, to] ($2, $3), after a cursor ($5..$8) when `cursor`, in time
+// order (ties by ingest order), at most $4: one more than the limit, to tell whether the track
+// was cut.
+std::string track_window_sql(bool cursor) {
+    return std::string(
+               "SELECT recorded_at, geom, speed_kmh, heading_deg, accuracy_m, ingest_batch_id, "
+               "kafka_partition, kafka_offset FROM trackd.vehicle_telemetry_history WHERE "
+               "vehicle_id = $1 AND recorded_at >= $2::timestamptz AND recorded_at <= "
+               "$3::timestamptz") +
+           (cursor ? " AND (recorded_at, ingest_batch_id, kafka_partition, kafka_offset) > "
+                     "($5::timestamptz, $6::int8, $7::int4, $8::int8)"
+                   : "") +
+           " ORDER BY recorded_at, ingest_batch_id, kafka_partition, kafka_offset LIMIT $4::int8";
+}
+
+// format=points: each position with the geodesic distance from the one before it on the page.
+std::string track_points_sql(bool cursor) {
+    return "SELECT (extract(epoch FROM recorded_at) * 1000000)::int8, ST_X(geom), ST_Y(geom), "
+           "ST_Z(geom), speed_kmh, heading_deg, accuracy_m, "
+           "coalesce(ST_Distance(lag(geom) OVER w::geography, geom::geography), 0), "
+           "ingest_batch_id, kafka_partition, kafka_offset FROM (" +
+           track_window_sql(cursor) +
+           ") p WINDOW w AS (ORDER BY recorded_at, ingest_batch_id, kafka_partition, "
+           "kafka_offset) ORDER BY recorded_at, ingest_batch_id, kafka_partition, kafka_offset";
+}
+
+// format=line: the page's positions as one line, its length, first and last times, whether the
+// track was cut, and the cursor of its last position.
+std::string track_line_sql(bool cursor) {
+    return "WITH p0 AS (" + track_window_sql(cursor) +
+           "), p AS (SELECT * FROM p0 ORDER BY recorded_at, ingest_batch_id, kafka_partition, "
+           "kafka_offset LIMIT $4::int8 - 1), "
+           "l AS (SELECT ST_MakeLine(geom ORDER BY recorded_at, ingest_batch_id, "
+           "kafka_partition, kafka_offset) AS line, count(*) AS n, "
+           "(extract(epoch FROM min(recorded_at)) * 1000000)::int8 AS t0, "
+           "(extract(epoch FROM max(recorded_at)) * 1000000)::int8 AS t1 FROM p) "
+           "SELECT n, t0, t1, "
+           "CASE WHEN n >= 2 THEN ST_AsGeoJSON(ST_Force2D(line), 9) "
+           "WHEN n = 1 THEN ST_AsGeoJSON(ST_Force2D(ST_PointN(line, 1)), 9) END, "
+           "CASE WHEN n >= 2 THEN ST_Length(line::geography) ELSE 0 END, "
+           "(SELECT count(*) FROM p0) > $4::int8 - 1, "
+           "(SELECT format('%s_%s_%s_%s', (extract(epoch FROM recorded_at) * 1000000)::int8, "
+           "ingest_batch_id, kafka_partition, kafka_offset) FROM p ORDER BY recorded_at DESC, "
+           "ingest_batch_id DESC, kafka_partition DESC, kafka_offset DESC LIMIT 1) FROM l";
 }
 
 }  // namespace
@@ -181,7 +228,7 @@ boost::asio::awaitable<Response> VehicleService::nearby(const Request& req) {
 boost::asio::awaitable<Response> VehicleService::track(const Request& req,
                                                        const std::string& vehicle_id) {
     const auto& q = req.query;
-    q.only({"from", "to", "format", "limit"});
+    q.only({"from", "to", "format", "limit", "after"});
     check_identifier("vehicle_id", vehicle_id, kMaxIdentifierBytes);
     const std::int64_t to = q.get("to") ? parse_rfc3339("to", *q.get("to")) : core::now_us();
     const std::int64_t from =
@@ -197,30 +244,33 @@ boost::asio::awaitable<Response> VehicleService::track(const Request& req,
         bad_parameter("format", "'" + format + "' is not line or points");
     }
     const int limit = parse_limit(q, ctx_.http.max_limit, ctx_.http.max_limit);
-    const db::Params params{vehicle_id, format_rfc3339(from), format_rfc3339(to),
-                            std::to_string(limit + 1)};
-    // The positions in [from, to], in time order (ties by ingest order), one more than the limit
-    // to tell whether the track was cut.
-    const std::string window =
-        "SELECT recorded_at, geom, speed_kmh, heading_deg, accuracy_m, ingest_batch_id, "
-        "kafka_partition, kafka_offset FROM trackd.vehicle_telemetry_history "
-        "WHERE vehicle_id = $1 AND recorded_at >= $2::timestamptz AND recorded_at <= "
-        "$3::timestamptz ORDER BY recorded_at, ingest_batch_id, kafka_partition, kafka_offset "
-        "LIMIT $4::int8";
+    db::Params params{vehicle_id, format_rfc3339(from), format_rfc3339(to),
+                      std::to_string(limit + 1)};
+    // A cut track goes on from where its page ended (the next link's `after`).
+    const auto after = q.get("after");
+    if (after) {
+        const PositionCursor c = parse_position_cursor("after", *after);
+        params.insert(params.end(), {format_rfc3339(c.recorded_at_us), std::to_string(c.batch),
+                                     std::to_string(c.partition), std::to_string(c.offset)});
+    }
+    const std::size_t with_cursor = after ? 1 : 0;
+    // The link to the rest of a cut track: this request with `after` at its last position.
+    const auto links = [&](JsonWriter& w, const std::string& cursor) {
+        w.key("links").begin_array();
+        write_link(w, "self", "application/geo+json", url_with(req, ctx_.fallback_host, {}));
+        if (!cursor.empty()) {
+            write_link(w, "next", "application/geo+json",
+                       url_with(req, ctx_.fallback_host, {{"after", cursor}}));
+        }
+        w.end_array();
+    };
 
     JsonWriter w;
     if (format == "points") {
-        static const Statement st{
-            "vehicle_track_points",
-            "SELECT (extract(epoch FROM recorded_at) * 1000000)::int8, ST_X(geom), ST_Y(geom), "
-            "ST_Z(geom), speed_kmh, heading_deg, accuracy_m, "
-            "coalesce(ST_Distance(lag(geom) OVER w::geography, geom::geography), 0), "
-            "ingest_batch_id, kafka_partition, kafka_offset FROM (" +
-                window +
-                ") p WINDOW w AS (ORDER BY recorded_at, ingest_batch_id, kafka_partition, "
-                "kafka_offset) ORDER BY recorded_at, ingest_batch_id, kafka_partition, "
-                "kafka_offset"};
-        const auto r = co_await ctx_.pool.run(st, params);
+        static const std::array<Statement, 2> st{
+            Statement{"vehicle_track_points", track_points_sql(false)},
+            Statement{"vehicle_track_points_after", track_points_sql(true)}};
+        const auto r = co_await ctx_.pool.run(st.at(with_cursor), params);
         const int n = std::min(r.rows(), limit);
         if (n == 0) {
             const db::Params key{vehicle_id};
@@ -258,26 +308,19 @@ boost::asio::awaitable<Response> VehicleService::track(const Request& req,
         }
         w.end_array();
         w.key("numberReturned").value(n);
-        w.key("truncated").value(r.rows() > limit);
+        const bool truncated = r.rows() > limit;
+        w.key("truncated").value(truncated);
+        links(w, truncated ? r.at(n - 1, 0) + "_" + r.at(n - 1, 8) + "_" + r.at(n - 1, 9) + "_" +
+                                 r.at(n - 1, 10)
+                           : std::string());
         w.end_object();
         co_return geojson_response(w.take());
     }
 
-    static const Statement st{
-        "vehicle_track_line",
-        "WITH p0 AS (" + window +
-            "), p AS (SELECT * FROM p0 ORDER BY recorded_at, ingest_batch_id, kafka_partition, "
-            "kafka_offset LIMIT $4::int8 - 1), "
-            "l AS (SELECT ST_MakeLine(geom ORDER BY recorded_at, ingest_batch_id, "
-            "kafka_partition, kafka_offset) AS line, count(*) AS n, "
-            "(extract(epoch FROM min(recorded_at)) * 1000000)::int8 AS t0, "
-            "(extract(epoch FROM max(recorded_at)) * 1000000)::int8 AS t1 FROM p) "
-            "SELECT n, t0, t1, "
-            "CASE WHEN n >= 2 THEN ST_AsGeoJSON(ST_Force2D(line), 9) "
-            "WHEN n = 1 THEN ST_AsGeoJSON(ST_Force2D(ST_PointN(line, 1)), 9) END, "
-            "CASE WHEN n >= 2 THEN ST_Length(line::geography) ELSE 0 END, "
-            "(SELECT count(*) FROM p0) > $4::int8 - 1 FROM l"};
-    const auto r = co_await ctx_.pool.run(st, params);
+    static const std::array<Statement, 2> st{
+        Statement{"vehicle_track_line", track_line_sql(false)},
+        Statement{"vehicle_track_line_after", track_line_sql(true)}};
+    const auto r = co_await ctx_.pool.run(st.at(with_cursor), params);
     const auto n = std::stoll(r.at(0, 0));
     if (n == 0) {
         const db::Params key{vehicle_id};
@@ -311,8 +354,10 @@ boost::asio::awaitable<Response> VehicleService::track(const Request& req,
     } else {
         w.null();
     }
-    w.key("truncated").value(r.at(0, 5) == "t");
+    const bool truncated = r.at(0, 5) == "t";
+    w.key("truncated").value(truncated);
     w.end_object();
+    links(w, truncated ? r.at(0, 6) : std::string());
     w.end_object();
     co_return geojson_response(w.take());
 }

@@ -357,6 +357,61 @@ TEST_F(HttpApi, TrackLineMatchesPostgisLength) {
               std::make_pair(404, std::string("vehicle_id")));
 }
 
+// A cut track goes on through its `next` link after the page's last position: every position
+// once, in order, also where several were recorded at the same instant (ties by ingest order).
+TEST_F(HttpApi, ACutTrackIsPagedThroughItsNextLinkWithoutRepeatsOrGaps) {
+    sql("INSERT INTO trackd.vehicle_telemetry_history (vehicle_id, recorded_at, geom, "
+        "ingest_batch_id, kafka_partition, kafka_offset) VALUES "
+        "('in-1', '2025-06-01T10:02:00Z', ST_SetSRID(ST_MakePoint(13.5, 52.5, 0), 4326), 9, 1, "
+        "301),"
+        "('in-1', '2025-06-01T10:02:00Z', ST_SetSRID(ST_MakePoint(13.4, 52.4, 0), 4326), 9, 0, "
+        "300)");
+    const std::vector<double> expected = {13.0, 13.01, 13.02, 13.4, 13.5, 13.03, 13.04, 13.05};
+    const std::string window =
+        "/v1/vehicles/in-1/track?from=2025-06-01T10:00:00Z"
+        "&to=2025-06-01T10:05:00Z";
+    for (const int limit : {1, 3}) {
+        for (const bool points : {false, true}) {
+            std::vector<double> lons;
+            std::string target =
+                window + "&limit=" + std::to_string(limit) + (points ? "&format=points" : "");
+            for (int pages = 0; !target.empty() && pages < 20; ++pages) {
+                const auto r = read_->get(target);
+                ASSERT_EQ(r.status, 200) << target << " " << r.body;
+                const auto doc = r.json();
+                if (points) {
+                    for (auto f : doc["features"].get_array()) {
+                        lons.push_back(double(f["geometry"]["coordinates"].at(0)));
+                    }
+                } else if (str(doc["geometry"]["type"]) == "Point") {
+                    lons.push_back(double(doc["geometry"]["coordinates"].at(0)));
+                } else {
+                    for (auto c : doc["geometry"]["coordinates"].get_array()) {
+                        lons.push_back(double(c.at(0)));
+                    }
+                }
+                const bool truncated =
+                    bool(points ? doc["truncated"] : doc["properties"]["truncated"]);
+                const auto next = link(doc, "next");
+                EXPECT_EQ(next.empty(), !truncated) << target;
+                target = next.empty() ? "" : path_of(next);
+            }
+            EXPECT_EQ(target, "") << "paging does not end";
+            ASSERT_EQ(lons.size(), expected.size()) << "limit " << limit << " points " << points;
+            for (std::size_t i = 0; i < expected.size(); ++i) {
+                EXPECT_DOUBLE_EQ(lons[i], expected[i]) << i << " limit " << limit;
+            }
+        }
+    }
+    // A cursor that no next link gives is a 400 naming it.
+    for (const char* bad :
+         {"x", "1_2_3", "1_2_3_4_5", "1_2_9999999999_4", "-99999999999999999_1_1_1"}) {
+        EXPECT_EQ(outcome(read_->get(window + "&after=" + bad)),
+                  std::make_pair(400, std::string("after")))
+            << bad;
+    }
+}
+
 TEST_F(HttpApi, GeofenceInsideAndOutsideExactly) {
     auto r = read_->get("/v1/geofences/square/vehicles?state=inside");
     ASSERT_EQ(r.status, 200) << r.body;
