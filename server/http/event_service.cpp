@@ -129,12 +129,24 @@ boost::asio::awaitable<Response> EventService::list(const Request& req, const ch
     sql += sql.bind(key);
     if (from) sql += " AND event_time >= " + sql.bind(format_rfc3339(*from)) + "::timestamptz";
     if (to) sql += " AND event_time <= " + sql.bind(format_rfc3339(*to)) + "::timestamptz";
-    if (const auto a = q.get("after")) {
-        const std::string id = sql.bind(std::to_string(parse_event_id("after", *a)));
+    // The cursor is the previous page's last event; 0 starts at the first, as the stream's
+    // last_event_id=0 does. An id of no event would compare with nothing and answer an empty
+    // page, as if there were no more: a 400 instead.
+    const std::int64_t after = q.get("after") ? parse_event_id("after", *q.get("after")) : 0;
+    if (after > 0) {
+        static const Statement exists{"event_exists",
+                                      "SELECT 1 FROM trackd.geofence_events WHERE event_id = $1"};
+        const db::Params id{std::to_string(after)};
+        const auto found = co_await ctx_.pool.run(exists, id);
+        if (found.rows() == 0) {
+            bad_parameter("after", "'" + std::to_string(after) +
+                                       "' is the id of no event; copy it from a next link, or "
+                                       "leave it out (or 0) to start at the first event");
+        }
         sql +=
             " AND (event_time, event_id) > (SELECT event_time, event_id FROM "
             "trackd.geofence_events WHERE event_id = " +
-            id + "::int8)";
+            sql.bind(std::to_string(after)) + "::int8)";
     }
     sql += " ORDER BY event_time, event_id LIMIT " + sql.bind(page.fetch_limit());
     const auto st = statement_for(sql.sql());

@@ -489,6 +489,15 @@ TEST_F(GeofenceEventsApi, DwellTimeAndZoneDeletion) {
     EXPECT_EQ(str(events.json()["features"].at(0)["properties"]["event_time"]),
               "2026-01-01T00:00:00Z");
     EXPECT_EQ(read_->get("/v1/vehicles/bus-1/events?after=-1").status, 400);
+    // after=0 starts at the first event; after the last one the page is empty; an id of no
+    // event is a 400 naming `after`, not an empty page that reads as "no more".
+    EXPECT_EQ(int64_t(read_->get("/v1/vehicles/bus-1/events?after=0").json()["numberReturned"]), 1);
+    EXPECT_EQ(int64_t(read_->get("/v1/vehicles/bus-1/events?after=1").json()["numberReturned"]), 0);
+    const auto unknown = read_->get("/v1/vehicles/bus-1/events?after=999");
+    EXPECT_EQ(unknown.status, 400) << unknown.body;
+    EXPECT_EQ(str(unknown.json()["parameter"]), "after");
+    EXPECT_NE(str(unknown.json()["detail"]).find("'999' is the id of no event"), std::string::npos)
+        << unknown.body;
     EXPECT_EQ(
         read_->get("/v1/vehicles/bus-1/events?from=2026-02-01T00:00:00Z&to=2026-01-01T00:00:00Z")
             .status,
