@@ -123,10 +123,22 @@ std::int64_t parse_rfc3339(const std::string& name, const std::string& s) {
     switch (core::parse_rfc3339(s, us, kRules)) {
         case core::Rfc3339Status::ok:
             break;
-        case core::Rfc3339Status::syntax:
+        case core::Rfc3339Status::syntax: {
+            // In a query string a bare '+' reads as a space: "…T02:02:03 01:00" was sent as
+            // "…T02:02:03+01:00" without encoding the '+'.
+            std::string plus = s;
+            if (const auto sp = plus.rfind(' '); sp != std::string::npos) plus[sp] = '+';
+            std::int64_t ignored = 0;
+            if (plus != s &&
+                core::parse_rfc3339(plus, ignored, kRules) != core::Rfc3339Status::syntax) {
+                bad_parameter(name, "'" + s +
+                                        "' has a space where its offset's sign belongs: in a query "
+                                        "string send '+' as %2B (a bare '+' reads as a space)");
+            }
             bad_parameter(name, "'" + s +
                                     "' is not an RFC 3339 date-time (e.g. 2026-11-30T01:02:03Z or "
-                                    "2026-11-30T02:02:03.5+01:00)");
+                                    "2026-11-30T02:02:03.5%2B01:00 in a query string)");
+        }
         case core::Rfc3339Status::out_of_range:
             bad_parameter(name, "'" + s + "' is not a possible date and time");
     }

@@ -75,6 +75,13 @@ TEST(Params, Rfc3339) {
         EXPECT_EQ(p.parameter, "from") << bad;
         EXPECT_EQ(p.detail.rfind("from: ", 0), 0U) << p.detail;
     }
+    // An offset's '+' sent bare in a query string arrives as a space: the answer says so.
+    EXPECT_EQ(problem_of([] { parse_rfc3339("from", "2026-11-30T02:02:03 01:00"); }).detail,
+              "from: '2026-11-30T02:02:03 01:00' has a space where its offset's sign belongs: in "
+              "a query string send '+' as %2B (a bare '+' reads as a space)");
+    EXPECT_EQ(problem_of([] { parse_rfc3339("from", "2026-11-30T02:02:03"); }).detail,
+              "from: '2026-11-30T02:02:03' is not an RFC 3339 date-time (e.g. "
+              "2026-11-30T01:02:03Z or 2026-11-30T02:02:03.5%2B01:00 in a query string)");
 }
 
 TEST(Params, DatetimeIntervals) {
