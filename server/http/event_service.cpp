@@ -50,7 +50,8 @@ std::int64_t parse_event_id(const std::string& name, const std::string& text) {
     const char* e = b + text.size();
     auto [ptr, ec] = std::from_chars(b, e, v);
     if (text.empty() || ec != std::errc{} || ptr != e || v < 0) {
-        bad_parameter(name, "'" + text + "' is not an event id (a whole number, 0 or more)");
+        bad_parameter(name,
+                      "'" + quotable(text) + "' is not an event id (a whole number, 0 or more)");
     }
     return v;
 }

@@ -69,7 +69,7 @@ boost::asio::awaitable<Response> GeofenceService::put(const Request& req,
     check_identifier("zone_name", zone_name, kMaxZoneNameBytes);
     if (!json_content_type(req.content_type)) {
         throw ProblemError(ProblemKind::unsupported_media_type,
-                           "Content-Type: '" + req.content_type +
+                           "Content-Type: '" + quotable(req.content_type) +
                                "' is not application/geo+json or application/json",
                            "Content-Type");
     }

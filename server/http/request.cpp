@@ -121,6 +121,10 @@ bool valid_utf8(std::string_view s) {
     return true;
 }
 
+std::string quotable(std::string_view header_value) {
+    return valid_utf8(header_value) ? std::string(header_value) : percent_encode(header_value);
+}
+
 Target parse_target(std::string_view target) {
     Target t;
     const auto q = target.find('?');

@@ -94,4 +94,9 @@ std::string percent_encode(std::string_view s);
 
 bool valid_utf8(std::string_view s);
 
+// A header's value as a problem's detail may quote it: as it is when it is UTF-8, percent-encoded
+// otherwise, since no text but UTF-8 reaches a response (Beast admits any byte above 0x7F in a
+// header's value).
+std::string quotable(std::string_view header_value);
+
 }  // namespace trackd::http

@@ -44,5 +44,12 @@ TEST(Utf8, AcceptsValidRejectsInvalid) {
     EXPECT_FALSE(valid_utf8("abc\xe2\x82"));       // truncated
 }
 
+// A header's value quoted in a problem: as it is when UTF-8, percent-encoded otherwise.
+TEST(Utf8, AHeaderIsQuotedAsItIsOnlyWhenItIsUtf8) {
+    EXPECT_EQ(quotable("text/plain; charset=Zürich"), "text/plain; charset=Zürich");
+    EXPECT_EQ(quotable("text/\xff"), "text%2F%FF");
+    EXPECT_EQ(quotable("12\xc0\xaf"), "12%C0%AF");
+}
+
 }  // namespace
 }  // namespace trackd::http
