@@ -496,6 +496,23 @@ void apply_env(Config& c, const Environment& env) {
             std::transform(token_name.begin(), token_name.end(), token_name.begin(),
                            [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
             if (token_name.empty()) throw ConfigError(name, "names no token");
+            // It replaces the file's token that it spells, whatever that one's case, with '_'
+            // for '-' (TRACKD_HTTP_TOKENS_OPS_TEAM replaces "Ops-Team"): otherwise the old
+            // secret would go on working beside the new one.
+            std::vector<std::string> spelled;
+            for (const auto& [file_name, token] : c.http.tokens) {
+                std::string as_env = file_name;
+                std::transform(as_env.begin(), as_env.end(), as_env.begin(), [](unsigned char ch) {
+                    return ch == '-' ? '_' : static_cast<char>(std::tolower(ch));
+                });
+                if (as_env == token_name) spelled.push_back(file_name);
+            }
+            if (spelled.size() > 1) {
+                throw ConfigError(name, fmt::format("spells both [http.tokens] {} and {}; rename "
+                                                    "one of them",
+                                                    spelled[0], spelled[1]));
+            }
+            if (spelled.size() == 1) token_name = spelled[0];
             c.http.tokens[token_name] =
                 parse_token(value, fmt::format("{}.{} (from {})", kTokensPath, token_name, name));
             continue;

@@ -528,6 +528,26 @@ dashboard = "read:dash-0123456789abcdef"
     EXPECT_EQ(c.http.tokens.at("ops_team").secret, "ops-0123456789abcdef");
 }
 
+// A token set in the environment replaces the file's token it spells (upper case, '_' for '-'),
+// so that rotating a secret leaves the old one working nowhere.
+TEST(HttpConfig, AnEnvironmentTokenReplacesTheFileTokenItSpells) {
+    const auto c = load_from_string(
+        R"(
+[http.tokens]
+Ops-Team = "write:old-0123456789abcdef"
+Dashboard = "read:dash-0123456789abcdef"
+)",
+        "test.toml", {{"TRACKD_HTTP_TOKENS_OPS_TEAM", "write:new-0123456789abcdef"}});
+    ASSERT_EQ(c.http.tokens.size(), 2U);
+    EXPECT_EQ(c.http.tokens.at("Ops-Team").secret, "new-0123456789abcdef");
+    EXPECT_EQ(c.http.tokens.at("Dashboard").secret, "dash-0123456789abcdef");
+    EXPECT_EQ(error_of("[http.tokens]\nops-team = \"read:a-0123456789abcdef\"\n"
+                       "ops_team = \"read:b-0123456789abcdef\"\n",
+                       {{"TRACKD_HTTP_TOKENS_OPS_TEAM", "write:new-0123456789abcdef"}}),
+              "TRACKD_HTTP_TOKENS_OPS_TEAM: spells both [http.tokens] ops-team and ops_team; "
+              "rename one of them");
+}
+
 TEST(HttpConfig, ErrorsNameTheKey) {
     EXPECT_EQ(error_of("[http]\nmax_limit = 0\n"), "http.max_limit: must be between 1 and 1000000");
     EXPECT_EQ(error_of("[http]\nstatement_timeout_ms = 5\n"),
