@@ -651,9 +651,16 @@ void validate(const Config& c) {
         require(k != "enable.auto.commit" || v == "false",
                 std::string(kPropertiesPath) + ".enable.auto.commit",
                 "must stay false: trackd stores offsets in PostgreSQL");
-        require(k != "group.id" && k != "bootstrap.servers" && k != "group.instance.id",
-                std::string(kPropertiesPath) + "." + k,
-                "set it with kafka.group / kafka.brokers / kafka.instance_id instead");
+        // trackd sets these from its own keys after the properties: one here would be ignored.
+        for (const auto& [property, own] :
+             std::initializer_list<std::pair<std::string_view, std::string_view>>{
+                 {"group.id", "kafka.group"},
+                 {"bootstrap.servers", "kafka.brokers"},
+                 {"group.instance.id", "kafka.instance_id"},
+                 {"client.id", "kafka.client_id"}}) {
+            require(k != property, std::string(kPropertiesPath) + "." + k,
+                    fmt::format("set it with {} instead", own));
+        }
     }
     const auto& fmt_name = c.kafka.format;
     require(fmt_name == "json" || fmt_name == "protobuf" || fmt_name == "auto", "kafka.format",
