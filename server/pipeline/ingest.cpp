@@ -265,7 +265,7 @@ class Ingest final : public source::PartitionOwner {
         // owner reads them again); batches already queued commit only if the epoch still holds.
         const std::set<std::int32_t> revoked(partitions.begin(), partitions.end());
         for (const auto p : partitions) {
-            shard_of(p).builder.drop_partition(p);
+            inflight_bytes_ -= static_cast<std::int64_t>(shard_of(p).builder.drop_partition(p));
             epochs_.erase(p);
             expected_.erase(p);
             drop_held(p);

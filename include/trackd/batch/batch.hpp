@@ -74,7 +74,16 @@ class BatchBuilder {
     [[nodiscard]] bool may_flush_early(Clock::time_point now) const;
     [[nodiscard]] const Batch& current() const { return batch_; }
     Batch take();
-    void drop_partition(std::int32_t partition) { batch_.drop_partition(partition); }
+    // Drops a revoked partition's rows. A batch left with no partition is never flushed, so
+    // its bytes would stay counted in flight: they are returned (0 otherwise, the batch's bytes
+    // then being released when it commits) and the batch starts afresh.
+    std::size_t drop_partition(std::int32_t partition) {
+        batch_.drop_partition(partition);
+        if (!batch_.next_offsets.empty()) return 0;
+        const std::size_t bytes = batch_.bytes;
+        batch_ = Batch{};
+        return bytes;
+    }
 
   private:
     void touch(std::int32_t partition, std::int64_t offset, std::size_t bytes,

@@ -131,6 +131,31 @@ TEST(IngestPipeline, PausesFetchingAtTheInflightLimitAndResumesBelowIt) {
     EXPECT_EQ(p.error(), "");
 }
 
+// Rows a revoke drops from the batch being built are no longer in flight: fetching paused on
+// them resumes, and the partitions still held go on.
+TEST(IngestPipeline, ARevokeReleasesTheInflightBytesOfTheRowsItDrops) {
+    auto config = small_batches(1000);  // no flush by count; the test's clock does not move
+    config.batch.inflight_bytes = 2000;
+    Pipeline p(config);
+    p.start();
+    p.source().assign({0, 1});
+    for (int i = 0; i < 100; ++i) p.source().add(0, position("veh-rv", i));
+    ASSERT_TRUE(eventually([&] { return p.source().is_paused(); }));
+    EXPECT_EQ(p.db().commits(), 0);
+    p.source().revoke({0});
+    ASSERT_TRUE(eventually([&] { return !p.source().is_paused(); }))
+        << "paused for rows that were dropped";
+    const auto before = p.source().delivered();
+    for (int i = 0; i < 3; ++i) p.source().add(1, position("veh-kept", i));
+    ASSERT_TRUE(eventually([&] { return p.source().delivered() == before + 3; }));
+    p.clock().advance(1000ms);
+    ASSERT_TRUE(eventually([&] { return p.db().next_offset(1) == 3; }));
+    EXPECT_TRUE(p.stored_once(1, 3));
+    EXPECT_EQ(p.db().next_offset(0), -1);
+    ASSERT_TRUE(p.stop());
+    EXPECT_EQ(p.error(), "");
+}
+
 TEST(IngestPipeline, RetriesALostConnectionAndNeverStoresABatchWhoseReplyWasLostTwice) {
     Pipeline p(small_batches(10));
     // The first commit's connection breaks before COMMIT; the second's after it (the server
