@@ -280,9 +280,16 @@ void Connection::copy_start(const std::string& copy_sql) {
 }
 
 void Connection::copy_send(std::string_view data) {
-    if (PQputCopyData(conn_, data.data(), static_cast<int>(data.size())) != 1) {
-        throw_result_error(conn_, nullptr);
-    }
+    // PQputCopyData takes an int: a batch's COPY data (batch.max_bytes has no upper bound) goes
+    // in pieces that fit one.
+    constexpr std::size_t kPiece = std::size_t{1} << 30;
+    do {
+        const auto piece = data.substr(0, kPiece);
+        if (PQputCopyData(conn_, piece.data(), static_cast<int>(piece.size())) != 1) {
+            throw_result_error(conn_, nullptr);
+        }
+        data.remove_prefix(piece.size());
+    } while (!data.empty());
 }
 
 void Connection::copy_end() {
