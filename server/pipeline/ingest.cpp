@@ -301,14 +301,19 @@ class Ingest final : public source::PartitionOwner {
     }
 
   private:
-    std::unique_ptr<Sink> connect_with_retry(const std::string& name) {
+    std::unique_ptr<Sink> connect_with_retry(const std::string& name,
+                                             const std::atomic<bool>* abandon = nullptr) {
         std::unique_ptr<Sink> out;
-        with_retry("connect to PostgreSQL", [&] { out = seams_.sink(name); });
+        with_retry(
+            "connect to PostgreSQL", [&] { out = seams_.sink(name); }, nullptr, abandon);
         return out;
     }
 
     // Runs `fn` until it succeeds, sleeping with exponential backoff on retryable database
-    // errors; rethrows others. Gives up (returns) when trackd is stopping.
+    // errors; rethrows others. Gives up (returns) when trackd is stopping: with `abandon`, once
+    // that is set (the writers', when their batches are given up), without it once stop_ is;
+    // and either way once another thread failed, so that a fatal error ends trackd at once
+    // instead of when the database comes back.
     template <class Fn>
     void with_retry(const char* what, Fn&& fn, Sink* sink = nullptr,
                     const std::atomic<bool>* abandon = nullptr) {
@@ -338,7 +343,7 @@ class Ingest final : public source::PartitionOwner {
             }
             const auto until = Clock::now() + delay;
             while (Clock::now() < until) {
-                if (stop_.load() && (abandon == nullptr || abandon->load())) return;
+                if (failed() || (abandon != nullptr ? abandon->load() : stop_.load())) return;
                 std::this_thread::sleep_for(std::chrono::milliseconds(20));
             }
             delay = std::min(delay * 2, std::chrono::milliseconds(5000));
@@ -529,7 +534,7 @@ class Ingest final : public source::PartitionOwner {
         auto& shard = shards_[index];
         std::unique_ptr<Sink> writer;
         try {
-            writer = connect_with_retry("trackd ingest writer " + std::to_string(index));
+            writer = connect_with_retry("trackd ingest writer " + std::to_string(index), &abandon_);
         } catch (...) {
             fail(std::current_exception());
             return;

@@ -177,6 +177,7 @@ class FakeDatabase {
     enum class Fault {
         lost_before_commit,  // the connection breaks before COMMIT: nothing is stored
         lost_reply,          // COMMIT is applied, then the connection breaks before the reply
+        fatal,               // the commit fails with an error no retry mends, even when down
     };
 
     // --- the test's side
@@ -243,6 +244,10 @@ class FakeDatabase {
         ++waiting_;
         cv_.wait(lock, [&] { return !held_; });
         --waiting_;
+        if (!faults_.empty() && faults_.front() == Fault::fatal) {
+            faults_.pop_front();
+            throw db::DbError("relation \"trackd.kafka_offsets\" does not exist", "42P01");
+        }
         if (down_) throw db::DbError("server closed the connection unexpectedly", "08006");
         if (!faults_.empty() && faults_.front() == Fault::lost_before_commit) {
             faults_.pop_front();

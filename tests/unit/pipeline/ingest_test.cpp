@@ -156,6 +156,27 @@ TEST(IngestPipeline, ARevokeReleasesTheInflightBytesOfTheRowsItDrops) {
     EXPECT_EQ(p.error(), "");
 }
 
+// A writer's fatal error ends trackd while another writer retries a database that is away:
+// the retry gives up at once instead of holding the exit until the database comes back.
+TEST(IngestPipeline, AFatalErrorEndsItWhileAnotherWriterRetries) {
+    Pipeline p(small_batches(2, 2));
+    p.db().set_down(true);
+    p.start();
+    p.source().assign({0, 1});
+    for (int i = 0; i < 4; ++i) {
+        p.source().add(0, position("veh-f0", i));
+        p.source().add(1, position("veh-f1", i));
+    }
+    ASSERT_TRUE(eventually([&] { return p.source().delivered() == 8; }));
+    std::this_thread::sleep_for(300ms);  // both writers have met the database away
+    p.db().inject(FakeDatabase::Fault::fatal);
+    ASSERT_TRUE(eventually([&] { return p.finished(); }, 15000ms))
+        << "still waiting for the database to come back";
+    EXPECT_NE(p.error().find("does not exist"), std::string::npos) << p.error();
+    EXPECT_EQ(p.db().commits(), 0);
+    ASSERT_TRUE(p.stop());
+}
+
 TEST(IngestPipeline, RetriesALostConnectionAndNeverStoresABatchWhoseReplyWasLostTwice) {
     Pipeline p(small_batches(10));
     // The first commit's connection breaks before COMMIT; the second's after it (the server
