@@ -84,6 +84,11 @@ api_load_db() {
 api_start_trackd() {
   local dsn port="$2" topic="$3"
   dsn="$(api_dsn "$1")"
+  # Another server answering there would be measured in trackd's place.
+  if curl -s -o /dev/null "http://127.0.0.1:$port/readyz" 2>/dev/null; then
+    echo "api bench: something already answers on 127.0.0.1:$port; stop it or set BENCH_PORT" >&2
+    exit 1
+  fi
   TRACKD_PG_DSN="$dsn" TRACKD_KAFKA_TOPIC="$topic" TRACKD_KAFKA_GROUP="$topic" TRACKD_KAFKA_BROKERS="$api_kafka" \
   TRACKD_HTTP_LISTEN="127.0.0.1:$port" TRACKD_HTTP_THREADS="$4" TRACKD_HTTP_POOL_SIZE="$5" \
   TRACKD_HTTP_TOKENS_BENCH="read:$api_token" TRACKD_LOG_LEVEL=warn \
