@@ -259,7 +259,6 @@ struct Archiver::Impl {
                 for (const auto& p : written) io.remove(p);
                 return false;
             }
-            mirror_progress();
         } catch (const CommitStateUnknown&) {
             // The snapshot may be in the table: its files stay. The next round resumes from the
             // table's progress; if the snapshot is not there, orphan clean-up removes them.
@@ -270,6 +269,10 @@ struct Archiver::Impl {
             for (const auto& p : written) io.remove(p);
             throw;
         }
+        // Committed: the snapshot references the files from here on, so a failure mirroring
+        // its progress into PostgreSQL (a restart of the server) must not remove them. The
+        // table's own progress stays the one that counts; the next round mirrors it again.
+        mirror_progress();
         std::int64_t rows = 0;
         std::int64_t bytes = 0;
         for (const auto& f : files) {

@@ -301,10 +301,22 @@ IcebergTable::Swap IcebergTable::commit_metadata(json next,
         return Swap::not_committed;
     }
     pause.at("committed");
+    // The catalog's own version when it wrote it (its metadata log, its timestamps). Committed
+    // already: a failure to read it must keep every file of the commit (the callers remove an
+    // attempt's files on any other error), so it is an unknown state, and this object keeps
+    // the version before, which the next commit finds stale and refreshes.
+    json written_by_catalog;
+    if (!client_writes) {
+        try {
+            written_by_catalog = load_metadata(*committed);
+        } catch (const std::exception& e) {
+            throw CommitStateUnknown("archive: committed " + *committed +
+                                     ", but reading it back failed: " + e.what());
+        }
+    }
     const json before = std::move(metadata_);
     metadata_location_ = *committed;
-    // The catalog's own version when it wrote it (its metadata log, its timestamps).
-    metadata_ = client_writes ? std::move(next) : load_metadata(*committed);
+    metadata_ = client_writes ? std::move(next) : std::move(written_by_catalog);
     delete_dropped_metadata(before, metadata_);
     return Swap::committed;
 }

@@ -227,7 +227,14 @@ class RestCatalog final : public Catalog {
         }
         if (r.status == 200) {
             pending_.reset();
-            return json::parse(r.body).at("metadata-location").get<std::string>();
+            // Applied: an answer that does not say where its version is must not read as
+            // "nothing changed", which would remove the commit's files.
+            try {
+                return json::parse(r.body).at("metadata-location").get<std::string>();
+            } catch (const json::exception& e) {
+                throw CommitStateUnknown(what + ": committed (200), but the answer names no " +
+                                         "metadata-location: " + e.what());
+            }
         }
         if (r.status == 409) {
             pending_.reset();

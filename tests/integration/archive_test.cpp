@@ -1843,6 +1843,43 @@ TEST(ArchiveRest, ALostCommitWhoseReadBackIsLostTooIsSettledByTheNextRound) {
     EXPECT_EQ(c.at("iceberg_rows"), "25");
 }
 
+// A commit the catalog applied, then the mirror of its progress into PostgreSQL fails (here the
+// archiver's session is ended while it stands just after the commit; in life a restart of the
+// server): the snapshot's files stay, and the next round mirrors the progress. They were removed
+// as if nothing had been committed, and the table referenced files that were gone.
+TEST(ArchiveRest, AProgressMirrorFailingAfterACommitKeepsTheCommitsFiles) {
+    TestDatabase db("archrestmirror", Schema::migrated);
+    ArchiveFixture a(db.dsn(), "archrestmirror", CatalogKind::rest);
+    db::Connection conn(db.dsn(), "test writer");
+    insert_rows(conn, 1, 25);
+    const std::string log =
+        ::testing::TempDir() + "archrestmirror-" + std::to_string(getpid()) + ".log";
+    const std::string release = log + ".go";
+    fs::remove(log);
+    fs::remove(release);
+    ChildProcess archiver({trackd_binary(), "archive", "--once"},
+                          a.env({{"TRACKD_TEST_ARCHIVE_PAUSE_AT", "committed@" + release}}), log);
+    ASSERT_TRUE(wait_for_log(log, "archive paused at committed", std::chrono::seconds(60)))
+        << IngestHarness::read_file(log);
+    EXPECT_EQ(conn.query("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
+                         "datname = current_database() AND application_name = 'trackd archive'")
+                  .at(0, 0),
+              "1");
+    std::ofstream(release) << "go";
+    EXPECT_NE(archiver.wait(), 0) << IngestHarness::read_file(log);
+    auto f = a.check("files");
+    EXPECT_EQ(f.at("snapshots"), "1") << "the commit was applied";
+    EXPECT_EQ(f.at("missing_files"), "0") << "the committed snapshot's files were removed";
+    const auto again = a.archive("--once");
+    ASSERT_EQ(again.exit_code, 0) << again.output;
+    f = a.check("files");
+    EXPECT_EQ(f.at("snapshots"), "1") << "a snapshot of the same rows twice";
+    EXPECT_EQ(f.at("missing_files"), "0");
+    const auto c = a.check("compare");
+    expect_exact(c);
+    EXPECT_EQ(c.at("iceberg_rows"), "25");
+}
+
 // The HTTP status of a GET straight to a REST catalog server (not through a test's front).
 std::string rest_status(const std::string& rest_uri, const std::string& path) {
     return run_command("curl -s -o /dev/null -w '%{http_code}' " + shell_quote(rest_uri + path))
