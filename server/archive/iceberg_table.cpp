@@ -943,6 +943,14 @@ int IcebergTable::delete_orphans(const MaintenanceOptions& o) {
     };
     add(metadata_location_);
     for (const auto& e : metadata_["metadata-log"]) add(e["metadata-file"].get<std::string>());
+    // Statistics files another engine wrote (Trino's ANALYZE, Spark's compute statistics): the
+    // metadata names them outside the snapshots.
+    for (const char* list : {"statistics", "partition-statistics"}) {
+        if (!metadata_.contains(list) || !metadata_[list].is_array()) continue;
+        for (const auto& st : metadata_[list]) {
+            if (st.contains("statistics-path")) add(st["statistics-path"].get<std::string>());
+        }
+    }
     for (const auto& s : metadata_["snapshots"]) {
         add(s["manifest-list"].get<std::string>());
         for (const auto& m : manifests_of(io_, s)) {

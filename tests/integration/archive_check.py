@@ -366,7 +366,10 @@ def files(args):
             if not exists(m.manifest_path):
                 continue
             refs.update(e.data_file.file_path for e in m.fetch_manifest_entry(table.io))
+    statistics = [st.statistics_path for st in md.statistics]
+    refs.update(statistics)
     missing = sorted(p for p in refs if not exists(p))
+    print(f"statistics_files={len(statistics)}")
     print(f"referenced_files={len(refs)}")
     print(f"missing_files={len(missing)}")
     for p in missing[:20]:
@@ -376,6 +379,28 @@ def files(args):
     print(f"current_snapshot_id={snapshot.snapshot_id if snapshot else ''}")
     print(f"metadata_location={table.metadata_location}")
     print(f"property_archive_seq={table.properties.get('trackd.archive-seq', '')}")
+
+
+def stats(args):
+    # Another engine's statistics (a Puffin file, as Trino's ANALYZE writes) for the current
+    # snapshot, named in the table's metadata: the bytes are not read by anyone here.
+    import uuid
+
+    from pyiceberg.table.statistics import StatisticsFile
+
+    table = catalog(args.pg).load_table(args.table)
+    snapshot = table.current_snapshot()
+    path = f"{table.metadata.location}/metadata/{snapshot.snapshot_id}-{uuid.uuid4()}.stats"
+    body = b"PFA1" + b"\0" * 8 + b"PFA1"
+    fsys, local_path = filesystem(path)
+    with fsys.open_output_stream(local_path) as out:
+        out.write(body)
+    with table.update_statistics() as update:
+        update.set_statistics(StatisticsFile(snapshot_id=snapshot.snapshot_id,
+                                             statistics_path=path,
+                                             file_size_in_bytes=len(body),
+                                             file_footer_size_in_bytes=8, blob_metadata=[]))
+    print(f"statistics_path={path}")
 
 
 def ls(args):
@@ -474,7 +499,10 @@ def main():
     f = sub.add_parser("files")
     f.add_argument("--pg", required=True)
     f.add_argument("--table", default="trackd.vehicle_positions")
-    for sp in (c, t, w, f):
+    st = sub.add_parser("stats")
+    st.add_argument("--pg", required=True)
+    st.add_argument("--table", default="trackd.vehicle_positions")
+    for sp in (c, t, w, f, st):
         sp.add_argument("--rest", help="the REST catalog's URI (else the JDBC catalog in --pg)")
     v = sub.add_parser("values")
     v.add_argument("--pg", required=True)
@@ -495,7 +523,8 @@ def main():
     if args.cmd == "serve":
         return serve(args.socket)
     {"compare": compare, "avro": avro, "table": table_info, "touch": touch,
-     "files": files, "values": values, "ls": ls, "put": put, "uploads": uploads}[args.cmd](args)
+     "files": files, "values": values, "ls": ls, "put": put, "uploads": uploads,
+     "stats": stats}[args.cmd](args)
     return 0
 
 

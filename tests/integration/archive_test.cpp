@@ -1880,6 +1880,27 @@ TEST(ArchiveRest, AProgressMirrorFailingAfterACommitKeepsTheCommitsFiles) {
     EXPECT_EQ(c.at("iceberg_rows"), "25");
 }
 
+// Statistics another engine wrote for the table (a Puffin file named in its metadata) outlive
+// trackd's commits and its orphan clean-up: they are referenced, if not by a snapshot.
+TEST(Archive, OrphanCleanUpKeepsTheStatisticsFilesTheMetadataNames) {
+    TestDatabase db("archstats", Schema::migrated);
+    ArchiveFixture a(db.dsn(), "archstats");
+    db::Connection conn(db.dsn(), "test writer");
+    insert_rows(conn, 1, 25);
+    auto once = a.archive("--once");
+    ASSERT_EQ(once.exit_code, 0) << once.output;
+    const auto path = a.check("stats").at("statistics_path");
+    insert_rows(conn, 2, 10);  // trackd commits on top of the statistics
+    once = a.archive("--once");
+    ASSERT_EQ(once.exit_code, 0) << once.output;
+    const auto r = a.archive("maintain", {{"TRACKD_ARCHIVE_ORPHAN_MIN_AGE_S", "0"}});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto f = a.check("files");
+    EXPECT_EQ(f.at("statistics_files"), "1") << "trackd's commit dropped the statistics";
+    EXPECT_EQ(f.at("missing_files"), "0") << "orphan clean-up deleted " << path;
+    EXPECT_EQ(a.check("compare").at("iceberg_rows"), "35");
+}
+
 // The HTTP status of a GET straight to a REST catalog server (not through a test's front).
 std::string rest_status(const std::string& rest_uri, const std::string& path) {
     return run_command("curl -s -o /dev/null -w '%{http_code}' " + shell_quote(rest_uri + path))
