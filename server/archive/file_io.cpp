@@ -403,7 +403,11 @@ std::chrono::system_clock::time_point FileIO::stamp_now(const std::string& scrat
     write(marker, "");
     const auto listed = list(scratch);
     remove(marker);
-    if (!is_s3_uri(scratch)) {
+    // The scratch folder goes too. On S3, Arrow keeps a folder that its delete emptied by writing
+    // an empty "<folder>/" object in its place, which no listing of files would ever clean up.
+    if (is_s3_uri(scratch)) {
+        (void)s3()->DeleteDir(s3_path(scratch));
+    } else {
         std::error_code ec;
         fs::remove(local_path(scratch), ec);
     }

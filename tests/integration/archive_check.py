@@ -436,6 +436,20 @@ def uploads(args):
     print(f"uploads={len(found)}")
 
 
+def keys(args):
+    # Every object under the prefix as S3 lists it, folder markers ("…/") included.
+    import boto3
+
+    bucket, _, prefix = args.dir.split("://", 1)[1].partition("/")
+    client = boto3.client("s3", endpoint_url=s3_endpoint(), aws_access_key_id=S3_KEY_ID,
+                          aws_secret_access_key=S3_SECRET, region_name="us-east-1")
+    found = [o["Key"] for page in client.get_paginator("list_objects_v2").paginate(
+        Bucket=bucket, Prefix=prefix) for o in page.get("Contents", [])]
+    print(f"keys={len(found)}")
+    print(f"folder_markers={sum(1 for k in found if k.endswith('/'))}")
+    print(f"clock_keys={sum(1 for k in found if '.trackd-clock' in k)}")
+
+
 # What the commands import, imported once by `serve` before it forks.
 READERS = ("pyarrow", "pyarrow.fs", "pyarrow.parquet", "pyiceberg.catalog.sql",
            "pyiceberg.catalog.rest", "pyiceberg.expressions", "duckdb", "fastavro", "psycopg2",
@@ -514,6 +528,8 @@ def main():
     pp.add_argument("--uri", required=True)
     up = sub.add_parser("uploads")
     up.add_argument("--dir", required=True)
+    kp = sub.add_parser("keys")
+    kp.add_argument("--dir", required=True)
     sv = sub.add_parser("serve")
     sv.add_argument("--socket", required=True)
     p.add_argument("--s3", help="the S3 server's endpoint URL, for s3:// locations")
@@ -524,7 +540,7 @@ def main():
         return serve(args.socket)
     {"compare": compare, "avro": avro, "table": table_info, "touch": touch,
      "files": files, "values": values, "ls": ls, "put": put, "uploads": uploads,
-     "stats": stats}[args.cmd](args)
+     "stats": stats, "keys": keys}[args.cmd](args)
     return 0
 
 

@@ -880,6 +880,8 @@ TEST(ArchiveS3, OrphansAndExpiredSnapshotsAreDeletedFromTheBucket) {
     expect_avro_ok(avro);
     EXPECT_EQ(avro.at("manifest_lists"), "1") << "expired manifest lists left in the bucket";
     expect_exact(a.check("compare"));
+    // Reading the storage's clock leaves nothing behind, not even an empty folder marker.
+    EXPECT_EQ(a.check("keys", "--dir " + shell_quote(a.table_dir())).at("clock_keys"), "0");
 }
 
 // The orphan clean-up's margin is measured on the storage's clock. An S3 server whose clock is
