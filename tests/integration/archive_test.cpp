@@ -1814,6 +1814,16 @@ TEST(ArchiveRest, LostAndFailedCommitRepliesLoseNothing) {
 // connection instead). The round cannot tell whether its snapshot is in the table: it keeps its
 // files, says so and fails without committing again. The next round reads the table: the
 // snapshot is in it, so it archives nothing twice.
+// The table holds one snapshot, with no file it references missing, and exactly PostGIS's rows.
+void expect_one_exact_snapshot(const ArchiveFixture& a, const std::string& rows) {
+    const auto f = a.check("files");
+    EXPECT_EQ(f.at("snapshots"), "1") << "a snapshot of the same rows twice";
+    EXPECT_EQ(f.at("missing_files"), "0");
+    const auto c = a.check("compare");
+    expect_exact(c);
+    EXPECT_EQ(c.at("iceberg_rows"), rows);
+}
+
 TEST(ArchiveRest, ALostCommitWhoseReadBackIsLostTooIsSettledByTheNextRound) {
     TestDatabase db("archrestblind", Schema::migrated);
     ArchiveFixture a(db.dsn(), "archrestblind", CatalogKind::rest);
@@ -1830,19 +1840,14 @@ TEST(ArchiveRest, ALostCommitWhoseReadBackIsLostTooIsSettledByTheNextRound) {
                   std::string::npos)
             << once.output;
     }
-    auto f = a.check("files");
+    const auto f = a.check("files");
     EXPECT_EQ(f.at("snapshots"), "1") << "the lost commit was applied by the server";
     const auto again = a.archive("--once");
     ASSERT_EQ(again.exit_code, 0) << again.output;
     EXPECT_EQ(again.output.find("archive committed"), std::string::npos)
         << "committed the same rows again\n"
         << again.output;
-    f = a.check("files");
-    EXPECT_EQ(f.at("snapshots"), "1") << "a snapshot of the same rows twice";
-    EXPECT_EQ(f.at("missing_files"), "0");
-    const auto c = a.check("compare");
-    expect_exact(c);
-    EXPECT_EQ(c.at("iceberg_rows"), "25");
+    expect_one_exact_snapshot(a, "25");
 }
 
 // A commit the catalog applied, then the mirror of its progress into PostgreSQL fails (here the
@@ -1869,17 +1874,12 @@ TEST(ArchiveRest, AProgressMirrorFailingAfterACommitKeepsTheCommitsFiles) {
               "1");
     std::ofstream(release) << "go";
     EXPECT_NE(archiver.wait(), 0) << IngestHarness::read_file(log);
-    auto f = a.check("files");
+    const auto f = a.check("files");
     EXPECT_EQ(f.at("snapshots"), "1") << "the commit was applied";
     EXPECT_EQ(f.at("missing_files"), "0") << "the committed snapshot's files were removed";
     const auto again = a.archive("--once");
     ASSERT_EQ(again.exit_code, 0) << again.output;
-    f = a.check("files");
-    EXPECT_EQ(f.at("snapshots"), "1") << "a snapshot of the same rows twice";
-    EXPECT_EQ(f.at("missing_files"), "0");
-    const auto c = a.check("compare");
-    expect_exact(c);
-    EXPECT_EQ(c.at("iceberg_rows"), "25");
+    expect_one_exact_snapshot(a, "25");
 }
 
 // Statistics another engine wrote for the table (a Puffin file named in its metadata) outlive
