@@ -401,6 +401,14 @@ constexpr std::string_view kPropertiesEnvPrefix = "TRACKD_KAFKA_PROPERTIES_";
 constexpr std::string_view kTokensPath = "http.tokens";
 constexpr std::string_view kTokensEnvPrefix = "TRACKD_HTTP_TOKENS_";
 
+// A token's name as TRACKD_HTTP_TOKENS_<NAME> spells it: lower case, '_' for '-'.
+std::string token_spelling(std::string name) {
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) {
+        return ch == '-' ? '_' : static_cast<char>(std::tolower(ch));
+    });
+    return name;
+}
+
 // "read:SECRET" -> {read, SECRET}; the scope and secret are validated in validate().
 HttpToken parse_token(const std::string& text, const std::string& where) {
     const auto colon = text.find(':');
@@ -492,20 +500,14 @@ void apply_env(Config& c, const Environment& env) {
         }
         if (name.rfind(kTokensEnvPrefix, 0) == 0) {
             // TRACKD_HTTP_TOKENS_DASHBOARD=read:SECRET -> [http.tokens] dashboard
-            std::string token_name = name.substr(kTokensEnvPrefix.size());
-            std::transform(token_name.begin(), token_name.end(), token_name.begin(),
-                           [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+            std::string token_name = token_spelling(name.substr(kTokensEnvPrefix.size()));
             if (token_name.empty()) throw ConfigError(name, "names no token");
             // It replaces the file's token that it spells, whatever that one's case, with '_'
             // for '-' (TRACKD_HTTP_TOKENS_OPS_TEAM replaces "Ops-Team"): otherwise the old
             // secret would go on working beside the new one.
             std::vector<std::string> spelled;
             for (const auto& [file_name, token] : c.http.tokens) {
-                std::string as_env = file_name;
-                std::transform(as_env.begin(), as_env.end(), as_env.begin(), [](unsigned char ch) {
-                    return ch == '-' ? '_' : static_cast<char>(std::tolower(ch));
-                });
-                if (as_env == token_name) spelled.push_back(file_name);
+                if (token_spelling(file_name) == token_name) spelled.push_back(file_name);
             }
             if (spelled.size() > 1) {
                 throw ConfigError(name, fmt::format("spells both [http.tokens] {} and {}; rename "

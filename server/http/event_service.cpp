@@ -131,10 +131,20 @@ boost::asio::awaitable<Response> EventService::list(const Request& req, const ch
     if (from) sql += " AND event_time >= " + sql.bind(format_rfc3339(*from)) + "::timestamptz";
     if (to) sql += " AND event_time <= " + sql.bind(format_rfc3339(*to)) + "::timestamptz";
     // The cursor is the previous page's last event; 0 starts at the first, as the stream's
-    // last_event_id=0 does. An id of no event would compare with nothing and answer an empty
-    // page, as if there were no more: a 400 instead.
+    // last_event_id=0 does.
     const std::int64_t after = q.get("after") ? parse_event_id("after", *q.get("after")) : 0;
     if (after > 0) {
+        sql +=
+            " AND (event_time, event_id) > (SELECT event_time, event_id FROM "
+            "trackd.geofence_events WHERE event_id = " +
+            sql.bind(std::to_string(after)) + "::int8)";
+    }
+    sql += " ORDER BY event_time, event_id LIMIT " + sql.bind(page.fetch_limit());
+    const auto st = statement_for(sql.sql());
+    const auto r = co_await ctx_.pool.run(st, sql.params());
+    // An id of no event compares with nothing, so its page is empty, as if there were no more:
+    // only then is the cursor looked up, and a 400 answers one that names no event.
+    if (r.rows() == 0 && after > 0) {
         static const Statement exists{"event_exists",
                                       "SELECT 1 FROM trackd.geofence_events WHERE event_id = $1"};
         const db::Params id{std::to_string(after)};
@@ -144,14 +154,7 @@ boost::asio::awaitable<Response> EventService::list(const Request& req, const ch
                                        "' is the id of no event; copy it from a next link, or "
                                        "leave it out (or 0) to start at the first event");
         }
-        sql +=
-            " AND (event_time, event_id) > (SELECT event_time, event_id FROM "
-            "trackd.geofence_events WHERE event_id = " +
-            sql.bind(std::to_string(after)) + "::int8)";
     }
-    sql += " ORDER BY event_time, event_id LIMIT " + sql.bind(page.fetch_limit());
-    const auto st = statement_for(sql.sql());
-    const auto r = co_await ctx_.pool.run(st, sql.params());
     co_return page.respond(r, [&r](JsonWriter& w, int row) { write_event(w, r, row); });
 }
 

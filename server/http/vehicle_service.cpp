@@ -310,8 +310,8 @@ boost::asio::awaitable<Response> VehicleService::track(const Request& req,
         w.key("numberReturned").value(n);
         const bool truncated = r.rows() > limit;
         w.key("truncated").value(truncated);
-        links(w, truncated ? r.at(n - 1, 0) + "_" + r.at(n - 1, 8) + "_" + r.at(n - 1, 9) + "_" +
-                                 r.at(n - 1, 10)
+        links(w, truncated ? fmt::format("{}_{}_{}_{}", r.at(n - 1, 0), r.at(n - 1, 8),
+                                         r.at(n - 1, 9), r.at(n - 1, 10))
                            : std::string());
         w.end_object();
         co_return geojson_response(w.take());
