@@ -55,12 +55,12 @@ constexpr std::chrono::seconds kLagWindow{30};
 constexpr int kWatermarkQueryTimeoutMs = 200;
 constexpr int kLogStartQueryTimeoutMs = 2000;
 constexpr std::chrono::milliseconds kConsumerCloseTimeout{10000};
+constexpr std::chrono::milliseconds kCallbackWaitOnAbandon{2000};
 constexpr std::string_view kRedeliveredName = "trackd_kafka_messages_redelivered_total";
 constexpr std::string_view kRedeliveredHelp =
     "Messages librdkafka delivered again within one assignment, dropped by trackd";
 constexpr std::string_view kLostName = "trackd_kafka_messages_lost_total";
-constexpr std::string_view kLostHelp =
-    "Messages Kafka deleted (retention) after the stored offset before trackd read them";
+constexpr std::string_view kLostHelp = "Messages Kafka deleted (retention) before trackd read them";
 
 core::metrics::Labels partition_label(std::int32_t p) { return {{"partition", std::to_string(p)}}; }
 
@@ -106,7 +106,9 @@ KafkaSource::KafkaSource(const config::KafkaConfig& config, PartitionOwner& owne
     start_at_end_ =
         reset != config.properties.end() &&
         (reset->second == "latest" || reset->second == "largest" || reset->second == "end");
-    rd_kafka_conf_set_opaque(conf, this);
+    target_ = std::make_shared<CallbackTarget>();
+    target_->source = this;
+    rd_kafka_conf_set_opaque(conf, target_.get());
     rd_kafka_conf_set_rebalance_cb(
         conf,
         [](rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* partitions,
@@ -151,7 +153,8 @@ void KafkaSource::close() {
     closing_ = true;
     std::promise<void> returned;
     auto done = returned.get_future();
-    std::thread closer([rk = rk_, returned = std::move(returned)]() mutable {
+    // `target`: the callback's state lives as long as this thread may run the callback.
+    std::thread closer([rk = rk_, target = target_, returned = std::move(returned)]() mutable {
         // The delivery tests stop a close here, as the hang does (docs/reliability.md).
         static core::PausePoint pause("TRACKD_TEST_INGEST_PAUSE_AT", "ingest");
         pause.at("in-consumer-close");
@@ -167,6 +170,16 @@ void KafkaSource::close() {
             "kafka: leaving the consumer group did not finish in time; stopping without it (the "
             "group reassigns the partitions after kafka.properties' session.timeout.ms)",
             {{"waited_ms", std::to_string(kConsumerCloseTimeout.count())}});
+        // From here on a late callback must not reach this source or its owner. A callback
+        // running now is waited for, within a bound: one stuck inside librdkafka for good
+        // never comes back to them either.
+        if (target_->mutex.try_lock_for(kCallbackWaitOnAbandon)) {
+            target_->source = nullptr;
+            target_->cooperative = cooperative_;
+            target_->mutex.unlock();
+        } else {
+            core::log::warn("kafka: a rebalance callback of the abandoned close is still running");
+        }
     }
     closed_ = true;
 }
@@ -178,8 +191,24 @@ void KafkaSource::release_message() {
     }
 }
 
-void KafkaSource::rebalance_cb(rd_kafka_s* /*rk*/, int err, void* partitions, void* opaque) {
-    static_cast<KafkaSource*>(opaque)->on_rebalance(err, partitions);
+void KafkaSource::rebalance_cb(rd_kafka_s* rk, int err, void* partitions, void* opaque) {
+    auto& target = *static_cast<CallbackTarget*>(opaque);
+    const std::lock_guard lock(target.mutex);
+    if (target.source != nullptr) {
+        target.source->on_rebalance(err, partitions);
+        return;
+    }
+    // After an abandoned close: what librdkafka waits for, nothing else (no log, no metric:
+    // the process may be ending).
+    auto* list = static_cast<rd_kafka_topic_partition_list_t*>(partitions);
+    const bool assign = err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS;
+    if (target.cooperative) {
+        rd_kafka_error_t* e = assign ? rd_kafka_incremental_assign(rk, list)
+                                     : rd_kafka_incremental_unassign(rk, list);
+        if (e != nullptr) rd_kafka_error_destroy(e);
+    } else {
+        rd_kafka_assign(rk, assign ? list : nullptr);
+    }
 }
 
 void KafkaSource::on_rebalance(int err, void* raw) {
@@ -359,8 +388,12 @@ std::optional<Message> KafkaSource::poll(std::chrono::milliseconds timeout) {
 }
 
 bool KafkaSource::redelivered(std::int32_t partition, std::int64_t offset) {
+    const std::int64_t expected = delivered_.next(partition);
     const auto seen = delivered_.see(partition, offset);
-    if (seen == DeliveredOffsets::Seen::first) return false;
+    if (seen == DeliveredOffsets::Seen::first) {
+        if (expected >= 0 && offset > expected) check_gap(partition, expected, offset);
+        return false;
+    }
     core::metrics::counter(kRedeliveredName, kRedeliveredHelp, partition_label(partition)).inc();
     if (seen == DeliveredOffsets::Seen::again_first) {
         core::log::warn(
@@ -404,19 +437,44 @@ void KafkaSource::check_start(std::int32_t partition, std::int64_t offset) {
                          {"error", rd_kafka_err2str(rc)}});
         return;
     }
-    if (low <= stored) return;  // the log still holds the stored offset: a legitimate gap
-    const std::int64_t lost = offset - stored;
+    if (low > stored) report_loss(partition, stored, offset, low);
+}
+
+// A gap between two messages of one assignment: the same question as check_start's, for a
+// position Kafka's retention overtook while trackd ran (the fetch was out of range and
+// auto.offset.reset moved it to the log's start). Transaction markers leave a gap per
+// transaction, so the log's start is taken from the last fetch's answer, which librdkafka
+// keeps (no round trip); the broker is asked only when librdkafka has none.
+void KafkaSource::check_gap(std::int32_t partition, std::int64_t expected, std::int64_t offset) {
+    std::int64_t low = -1;
+    std::int64_t high = -1;
+    if (rd_kafka_get_watermark_offsets(rk_, config_.topic.c_str(), partition, &low, &high) !=
+            RD_KAFKA_RESP_ERR_NO_ERROR ||
+        low < 0) {
+        if (rd_kafka_query_watermark_offsets(rk_, config_.topic.c_str(), partition, &low, &high,
+                                             kLogStartQueryTimeoutMs) !=
+            RD_KAFKA_RESP_ERR_NO_ERROR) {
+            return;
+        }
+    }
+    if (low > expected) report_loss(partition, expected, offset, low);
+}
+
+// Kafka deleted [from, to) before trackd read it: said loudly and counted.
+void KafkaSource::report_loss(std::int32_t partition, std::int64_t from, std::int64_t to,
+                              std::int64_t log_start) {
+    const std::int64_t lost = to - from;
     core::metrics::counter(kLostName, kLostHelp, partition_label(partition))
         .inc(static_cast<std::uint64_t>(lost));
     core::log::error(
         "data loss: Kafka deleted messages before trackd read them (the log now starts above the "
-        "stored offset; see auto.offset.reset in docs/operations.md)",
+        "offset trackd was to read next; see auto.offset.reset in docs/operations.md)",
         {{"topic", config_.topic},
          {"partition", std::to_string(partition)},
-         {"lost_from_offset", std::to_string(stored)},
-         {"lost_to_offset", std::to_string(offset - 1)},
+         {"lost_from_offset", std::to_string(from)},
+         {"lost_to_offset", std::to_string(to - 1)},
          {"messages", std::to_string(lost)},
-         {"log_start_offset", std::to_string(low)}});
+         {"log_start_offset", std::to_string(log_start)}});
 }
 
 void KafkaSource::pause() {

@@ -240,6 +240,52 @@ TEST(Delivery, MessagesKafkaDeletedBeforeTrackdReadThemAreReportedAsLoss) {
               "60 40 99");
 }
 
+// The same while trackd runs: it has read offsets 0..49 and is frozen (SIGSTOP) before it
+// fetches again; meanwhile 50 more messages arrive and retention deletes up to offset 80. Its
+// next fetch is out of range and auto.offset.reset moves it to 80: the 30 messages it never
+// saw are reported with their range and counted, not only a consumer warning.
+TEST(Delivery, MessagesKafkaDeletedWhileTrackdRunsAreReportedAsLoss) {
+    IngestHarness h("losslive", 1);
+    const std::int64_t base_ms = (now_s() - 600) * 1000;
+    const auto batch = [&](int from, int to) {
+        std::vector<Msg> msgs;
+        for (int i = from; i < to; ++i) {
+            msgs.push_back(Msg{"veh-live-" + std::to_string(i % 5), base_ms + i * 1000,
+                               13.4 + 0.0001 * i, 52.5});
+        }
+        return msgs;
+    };
+    produce(h.topic(), batch(0, 50));
+    auto trackd = h.start_trackd();
+    ASSERT_TRUE(h.wait_drained(50, std::chrono::seconds(120)))
+        << IngestHarness::read_file(h.log_path());
+    trackd->kill(SIGSTOP);
+    // A fetch sent before the freeze waits at the broker for at most fetch.wait.max.ms (100 ms)
+    // and is answered empty before the new messages come (the freeze stays well inside the
+    // 6 s session timeout).
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    produce(h.topic(), batch(50, 100));
+    delete_records_before(h.topic(), 0, 80);
+    trackd->kill(SIGCONT);
+    ASSERT_TRUE(h.wait_drained(100, std::chrono::seconds(120)))
+        << IngestHarness::read_file(h.log_path());
+    trackd->kill(SIGTERM);
+    ASSERT_TRUE(trackd->wait_for(std::chrono::seconds(30)));
+    EXPECT_EQ(trackd->exit_code(), 0);
+    const auto log = IngestHarness::read_file(h.log_path());
+    const auto at = log.find("data loss: Kafka deleted messages before trackd read them");
+    ASSERT_NE(at, std::string::npos) << log;
+    const auto line = log.substr(at, log.find('\n', at) - at);
+    EXPECT_NE(line.find("lost_from_offset=50"), std::string::npos) << line;
+    EXPECT_NE(line.find("lost_to_offset=79"), std::string::npos) << line;
+    EXPECT_NE(line.find("messages=30"), std::string::npos) << line;
+    EXPECT_EQ(log.find("data loss", at + 1), std::string::npos) << "reported once: " << log;
+    EXPECT_EQ(one_value(h.db(),
+                        "SELECT count(*) || ' ' || min(kafka_offset) || ' ' || "
+                        "max(kafka_offset) FROM trackd.vehicle_telemetry_history"),
+              "70 0 99");
+}
+
 bool wait_for_text(const std::string& path, const std::string& text, std::chrono::seconds timeout) {
     const auto until = std::chrono::steady_clock::now() + timeout;
     while (std::chrono::steady_clock::now() < until) {

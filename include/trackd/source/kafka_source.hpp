@@ -14,6 +14,8 @@
 #include <deque>
 #include <exception>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -52,10 +54,24 @@ class KafkaSource final : public Source {
     [[nodiscard]] std::vector<std::int32_t> assignment() const;
 
   private:
+    // What librdkafka's rebalance callback reaches (its opaque, fixed at rd_kafka_new): this
+    // source while it lives. A close that was abandoned (see close()) may run the callback
+    // later, after this source and its owner are gone: the abandoned thread holds this state,
+    // whose `source` is then null, and the callback only gives librdkafka the (un)assignment
+    // it waits for.
+    struct CallbackTarget {
+        std::timed_mutex mutex;  // held while the callback runs
+        KafkaSource* source = nullptr;
+        bool cooperative = true;  // the protocol, for the callback without a source
+    };
+    std::shared_ptr<CallbackTarget> target_;
     static void rebalance_cb(rd_kafka_s* rk, int err, void* partitions, void* opaque);
     void on_rebalance(int err, void* raw);
     void handle_rebalance(int err, void* raw);
     void check_start(std::int32_t partition, std::int64_t offset);
+    void check_gap(std::int32_t partition, std::int64_t expected, std::int64_t offset);
+    void report_loss(std::int32_t partition, std::int64_t from, std::int64_t to,
+                     std::int64_t log_start);
     void resolve_log_edges(rd_kafka_topic_partition_list_s* list);
     void release_message();
     void refresh_lag();
