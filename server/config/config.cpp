@@ -288,6 +288,8 @@ const std::vector<Field>& fields() {
               Secret::opaque),
         field("kafka", "schema_registry_timeout_ms", &Config::kafka,
               &KafkaConfig::schema_registry_timeout_ms),
+        field("kafka", "schema_registry_unknown_retry_s", &Config::kafka,
+              &KafkaConfig::schema_registry_unknown_retry_s),
         field("kafka", "schema_registry_ca_file", &Config::kafka,
               &KafkaConfig::schema_registry_ca_file),
         field("pg", "dsn", &Config::pg, &PgConfig::dsn, Secret::dsn),
@@ -683,9 +685,22 @@ void validate(const Config& c) {
             "set either a bearer token or schema_registry_user + schema_registry_password");
     require(c.kafka.schema_registry_password.empty() || !c.kafka.schema_registry_user.empty(),
             "kafka.schema_registry_user", "must be set when schema_registry_password is");
+    const bool registry_auth =
+        !c.kafka.schema_registry_user.empty() || !c.kafka.schema_registry_token.empty();
+    require(!registry_auth || !url.empty(),
+            c.kafka.schema_registry_token.empty() ? "kafka.schema_registry_user"
+                                                  : "kafka.schema_registry_token",
+            "is only used with kafka.schema_registry_url");
+    require(!registry_auth || url.empty() || net::parse_uri(url).userinfo.empty(),
+            "kafka.schema_registry_url",
+            "has user:password@ as well as schema_registry_user or schema_registry_token; keep "
+            "one of them");
     require(
         c.kafka.schema_registry_timeout_ms >= 100 && c.kafka.schema_registry_timeout_ms <= 600000,
         "kafka.schema_registry_timeout_ms", "must be between 100 and 600000");
+    require(c.kafka.schema_registry_unknown_retry_s >= 1 &&
+                c.kafka.schema_registry_unknown_retry_s <= 86400,
+            "kafka.schema_registry_unknown_retry_s", "must be between 1 and 86400");
     require(url.empty() || c.kafka.format != "json", "kafka.schema_registry_url",
             "is only used with kafka.format = protobuf or auto");
     require(!c.pg.dsn.empty(), "pg.dsn", "must not be empty");

@@ -463,6 +463,8 @@ void ProtobufDecoder::add_unknown_schema(std::uint32_t schema_id, std::string de
     state_->schemas.add_unknown(schema_id, std::move(detail));
 }
 
+void ProtobufDecoder::forget_schema(std::uint32_t schema_id) { state_->schemas.forget(schema_id); }
+
 bool ProtobufDecoder::has_schema(std::uint32_t schema_id) const {
     return state_->schemas.has(schema_id);
 }

@@ -254,6 +254,8 @@ void SchemaCatalog::add_unknown(std::uint32_t id, std::string detail) {
     entries_[id] = std::move(e);
 }
 
+void SchemaCatalog::forget(std::uint32_t id) { entries_.erase(id); }
+
 std::string schema_incompatibility(std::string_view schema, bool serialized_descriptor,
                                    const std::vector<int>& indexes) {
     pb::DescriptorPool pool;

@@ -39,6 +39,7 @@ class SchemaCatalog {
     const SchemaVerdict* verdict(std::uint32_t id, std::span<const int> path);
     void add(std::uint32_t id, std::string_view registry_answer);
     void add_unknown(std::uint32_t id, std::string detail);
+    void forget(std::uint32_t id);
     [[nodiscard]] bool has(std::uint32_t id) const { return entries_.count(id) != 0; }
 
   private:

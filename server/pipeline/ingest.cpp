@@ -401,9 +401,13 @@ class Ingest final : public source::PartitionOwner {
         metrics_.waiting_for_schema.set(static_cast<double>(held_count_));
     }
 
-    // Hands the registry's answers to the decoder, then goes on with the held messages whose
-    // schemas are known now, in partition order.
+    // Forgets the unknown ids whose time is up, hands the registry's answers to the decoder,
+    // then goes on with the held messages whose schemas are known now, in partition order.
     void release_held(Clock::time_point now, std::int64_t now_us) {
+        while (!unknown_schemas_.empty() && unknown_schemas_.front().forget_at <= now) {
+            decoder_.protobuf().forget_schema(unknown_schemas_.front().schema_id);
+            unknown_schemas_.pop_front();
+        }
         auto answers = registry_->take_answers();
         if (answers.empty()) return;
         for (auto& a : answers) {
@@ -411,6 +415,9 @@ class Ingest final : public source::PartitionOwner {
                 decoder_.protobuf().add_schema(a.schema_id, a.body);
             } else {
                 decoder_.protobuf().add_unknown_schema(a.schema_id, std::move(a.body));
+                unknown_schemas_.push_back(
+                    {now + std::chrono::seconds(config_.kafka.schema_registry_unknown_retry_s),
+                     a.schema_id});
             }
         }
         for (auto it = held_.begin(); it != held_.end();) {
@@ -681,6 +688,13 @@ class Ingest final : public source::PartitionOwner {
     std::unique_ptr<registry::SchemaRegistry> registry_;
     std::map<std::int32_t, std::deque<HeldMessage>> held_;
     std::size_t held_count_ = 0;
+    // Ids the registry did not know, in the order their verdicts expire
+    // (kafka.schema_registry_unknown_retry_s): then their next message asks again.
+    struct UnknownSchema {
+        Clock::time_point forget_at;
+        std::uint32_t schema_id = 0;
+    };
+    std::deque<UnknownSchema> unknown_schemas_;
     validate::Validator validator_;
     std::deque<Shard> shards_;  // a deque: Shard holds an atomic and does not move
     std::unique_ptr<Sink> control_;

@@ -20,6 +20,7 @@ namespace trackd::registry {
 namespace {
 
 constexpr std::size_t kMaxBody = 4U << 20U;
+constexpr std::chrono::seconds kNotFoundRecheck{1};
 
 std::string base64(std::string_view in) {
     static constexpr char kAlphabet[] =
@@ -117,7 +118,7 @@ struct SchemaRegistry::State {
     std::mutex mutex;
     std::condition_variable cv;
     bool stop = false;
-    std::set<std::uint32_t> requested;  // every id ever asked for
+    std::set<std::uint32_t> requested;  // the ids asked for and not answered yet
     std::deque<std::uint32_t> pending;
     std::vector<SchemaAnswer> answers;
     std::thread thread;
@@ -134,6 +135,9 @@ struct SchemaRegistry::State {
 
     void run() {
         auto delay = std::chrono::milliseconds(100);
+        // The id at the front has had one 404: a registry of several nodes may answer from one
+        // that has not read a just-registered schema yet, so it is asked once more, 1 s later.
+        bool once_not_found = false;
         std::unique_lock lock(mutex);
         for (;;) {
             cv.wait(lock, [&] { return stop || !pending.empty(); });
@@ -146,6 +150,12 @@ struct SchemaRegistry::State {
                 auto res = get_schema(*client, endpoint, id);
                 if (res.status == 200) {
                     answer = SchemaAnswer{id, true, std::move(res.body)};
+                } else if (res.status == 404 && !once_not_found) {
+                    lock.lock();
+                    once_not_found = true;
+                    cv.wait_for(lock, kNotFoundRecheck, [&] { return stop; });
+                    if (stop) return;
+                    continue;
                 } else if (res.status == 404) {
                     answer = SchemaAnswer{id, false,
                                           fmt::format("schema id {}: the registry answered 404: {}",
@@ -163,6 +173,8 @@ struct SchemaRegistry::State {
                                 {{"schema_id", std::to_string(id)},
                                  {"found", answer->found ? "true" : "false"}});
                 pending.pop_front();
+                requested.erase(id);
+                once_not_found = false;
                 answers.push_back(std::move(*answer));
                 delay = std::chrono::milliseconds(100);
                 continue;

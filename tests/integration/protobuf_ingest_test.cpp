@@ -279,6 +279,17 @@ TEST(RegistryClient, FetchesFromTheRealRegistry) {
     EXPECT_EQ(answers[1].schema_id, ids.unknown);
     EXPECT_FALSE(answers[1].found);
     EXPECT_NE(answers[1].body.find("the registry answered 404"), std::string::npos);
+    // An answered id may be asked again (the pipeline does, for a 404, after
+    // kafka.schema_registry_unknown_retry_s).
+    client.request(ids.unknown);
+    answers.clear();
+    while (answers.empty() && std::chrono::steady_clock::now() < until + kRegistryAnswer) {
+        for (auto& a : client.take_answers()) answers.push_back(std::move(a));
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_EQ(answers.size(), 1U);
+    EXPECT_EQ(answers[0].schema_id, ids.unknown);
+    EXPECT_FALSE(answers[0].found);
 }
 
 // The client over https: a TLS front (rest_proxy.py with a throwaway CA's certificate) before
@@ -465,6 +476,56 @@ TEST(ProtobufIngest, RegistryDownDelaysOnlyThePartitionThatNeedsIt) {
     again->kill(SIGTERM);
     ASSERT_TRUE(again->wait_for(std::chrono::seconds(30))) << "trackd did not stop on SIGTERM";
     h.check_accounting(expected, /*with_rejected=*/false);
+}
+
+// A registry node that has not read a new schema yet answers 404 (a front answers the first
+// three lookups so). One 404 is asked again 1 s later; two make the id unknown, and its message
+// goes to dead letters as unknown_schema; the id is asked again once
+// kafka.schema_registry_unknown_retry_s has passed, and its next message is stored.
+TEST(ProtobufIngest, AnIdTheRegistryDidNotKnowIsAskedAgain) {
+    IngestHarness h("pblag", 1, "trackd-pblag-" + std::to_string(getpid()));
+    const auto ids = register_schemas(h.topic());
+    const Registry registry;
+    const HttpFront front("registrylag", "http://127.0.0.1:" + std::to_string(registry.port),
+                          {"--schema-not-found", "3"});
+    auto env = registry_env("protobuf");
+    env["TRACKD_KAFKA_SCHEMA_REGISTRY_URL"] = front.uri + registry.base;
+    env["TRACKD_KAFKA_SCHEMA_REGISTRY_UNKNOWN_RETRY_S"] = "2";
+    const auto now_s = std::chrono::duration_cast<std::chrono::seconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+    const auto framed = [&](const std::string& vehicle) {
+        const auto f = load_protobuf_fixture(
+            fs::path(TRACKD_SOURCE_DIR) / "tests/fixtures/protobuf/valid/lat_lon.txtpb",
+            {vehicle, now_s - kFixtureTime});
+        return confluent_header(ids.position) + f.messages[0];
+    };
+    Producer p;
+    p.send(h.topic(), 0, "lag-1", framed("lag-1"));
+    auto trackd = h.start_trackd(env);
+    ASSERT_TRUE(h.wait_drained(1, std::chrono::seconds(60)))
+        << IngestHarness::read_file(h.log_path());
+    db::Connection conn(h.db().dsn(), "test");
+    EXPECT_EQ(
+        conn.query("SELECT reason_code || ' ' || kafka_offset FROM trackd.dead_letters").at(0, 0),
+        "unknown_schema 0");
+    EXPECT_EQ(front.count("schema not found 404"), 2U) << front.text();
+    // Past the retry interval: the next message of the id asks again (404, then 200 a second
+    // later) and is stored.
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    p.send(h.topic(), 0, "lag-2", framed("lag-2"));
+    ASSERT_TRUE(h.wait_drained(2, std::chrono::seconds(60)))
+        << IngestHarness::read_file(h.log_path());
+    trackd->kill(SIGTERM);
+    ASSERT_TRUE(trackd->wait_for(std::chrono::seconds(30)));
+    EXPECT_EQ(trackd->exit_code(), 0) << IngestHarness::read_file(h.log_path());
+    EXPECT_EQ(conn.query("SELECT count(*) FROM trackd.dead_letters").at(0, 0), "1");
+    EXPECT_EQ(conn.query("SELECT string_agg(vehicle_id || ' ' || kafka_offset, ',') FROM "
+                         "trackd.vehicle_telemetry_history")
+                  .at(0, 0),
+              "lag-2 1");
+    EXPECT_EQ(front.count("schema not found 404"), 3U) << front.text();
+    EXPECT_EQ(front.count("forwarded GET"), 1U) << front.text();
 }
 
 }  // namespace

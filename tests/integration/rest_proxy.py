@@ -58,6 +58,11 @@ checked), so the tests put this in front of it:
                                      (--vend-s3 and --s3-require-credential: @FILE instead of the
                                      value reads it from FILE at each request, so that a test can
                                      let credentials expire and vend new ones)
+  --schema-not-found N               (in front of a schema registry) the first N lookups of a
+                                     schema by id (GET …/schemas/ids/<id>) are answered 404 with
+                                     Confluent's error 40403 without being forwarded, as a
+                                     registry node that has not read a new schema yet answers
+                                     ("schema not found 404")
   --s3-initiated-as-seen             a listing of multipart uploads (ListMultipartUploads) gives
                                      each upload begun through this front the time the front
                                      forwarded its creation as its Initiated: moto answers a fixed
@@ -71,7 +76,7 @@ no --client-id and no --token is given). Prints one line per event on stdout, fl
 "token issued", "token refused", "credential refused", "forwarded <METHOD> <path> <status>"
 (S3's multipart requests: "forwarded part PUT …", "forwarded multipart POST|DELETE …"),
 "commit reply lost", "read back lost", "commit failed 503", "commit held before the server",
-"commit answer held", "commit dropped", "upstream unreachable", "TLS handshake failed",
+"commit answer held", "commit dropped", "schema not found 404", "upstream unreachable", "TLS handshake failed",
 "upload throttled 503", "upload failed 500", "upload left unanswered" (with GET: "read throttled
 503", "read failed 500", "read left unanswered"; with PART: "part upload throttled 503", …; with
 UPLOADS: "uploads listing left unanswered", …).
@@ -166,13 +171,14 @@ def main():
     p.add_argument("--s3-deny-uploads", action="store_true")
     p.add_argument("--vend-s3")
     p.add_argument("--s3-require-credential")
+    p.add_argument("--schema-not-found", type=int, default=0)
     args = p.parse_args()
     lock = threading.Lock()
     state = {"issued": 0, "uses": {}, "lose": args.lose_commit_replies, "fail": args.fail_commits,
              "hold_before": bool(args.hold_commit_before),
              "hold_after": bool(args.hold_commit_after), "throttle": args.s3_throttle,
              "error": args.s3_error, "hang": args.s3_hang, "unharmed": args.s3_faults_after,
-             "lose_reads": 0}
+             "lose_reads": 0, "not_found": args.schema_not_found}
     uploads_seen = {}  # --s3-initiated-as-seen: upload id -> when its creation was forwarded
     checking = bool(args.client_id or args.token)
 
@@ -333,6 +339,15 @@ def main():
                 self.reply(401, b'{"error": {"message": "not authorized", "type": '
                                 b'"NotAuthorizedException", "code": 401}}')
                 return
+            if method == "GET" and "/schemas/ids/" in path:
+                with lock:
+                    not_found = state["not_found"] > 0
+                    if not_found:
+                        state["not_found"] -= 1
+                if not_found:
+                    say("schema not found 404")
+                    self.reply(404, b'{"error_code": 40403, "message": "Schema not found"}')
+                    return
             commit = method == "POST" and COMMIT.match(path) is not None
             if commit:
                 with lock:

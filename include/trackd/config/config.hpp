@@ -38,6 +38,9 @@ struct KafkaConfig {
     std::string schema_registry_token;     // never logged or printed
     // One registry request (connect, send, answer); a failed request is retried with backoff.
     int schema_registry_timeout_ms = 5000;
+    // An id the registry did not know (404) is asked again after this long; meanwhile its
+    // messages go to dead letters as unknown_schema.
+    int schema_registry_unknown_retry_s = 60;
 };
 
 // Every PostgreSQL connection trackd opens gets these session limits, so that no wait on a

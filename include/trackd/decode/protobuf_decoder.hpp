@@ -67,6 +67,8 @@ class ProtobufDecoder {
     void add_schema(std::uint32_t schema_id, std::string_view registry_answer);
     // The registry does not know the id; `detail` says what it answered.
     void add_unknown_schema(std::uint32_t schema_id, std::string detail);
+    // Drops the id's verdict: its next message gives SchemaNeeded again.
+    void forget_schema(std::uint32_t schema_id);
     // Whether the id has a verdict (compatible, incompatible or unknown).
     [[nodiscard]] bool has_schema(std::uint32_t schema_id) const;
 

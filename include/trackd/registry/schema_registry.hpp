@@ -1,9 +1,11 @@
 // A client of a Confluent-compatible schema registry: fetches GET <url>/schemas/ids/<id> for the
 // ingest, in its own thread, so that a slow or absent registry never blocks the poll loop.
 //
-// Contract: request() asks for a schema id (again asking for an id already asked is a no-op)
-// and returns at once; take_answers() hands over what has come back: the body of a 200, or a
-// "not found" for a 404 (Confluent error 40403). Anything else (refused, timeout, 5xx, 401/403,
+// Contract: request() asks for a schema id (asking for an id not answered yet is a no-op; once
+// answered, it may be asked again) and returns at once; take_answers() hands over what has come
+// back: the body of a 200, or a "not found" for a 404 (Confluent error 40403) given twice, 1 s
+// apart (a registry of several nodes may answer from one that has not read a new schema yet;
+// the ids behind wait meanwhile). Anything else (refused, timeout, 5xx, 401/403,
 // a body over 4 MiB) is not an answer: it is logged, counted in
 // trackd_schema_registry_requests_total{outcome="error"} and retried with backoff (0.1 s
 // doubling to 5 s) until it is answered or the client is destroyed. The body is not interpreted

@@ -692,17 +692,20 @@ TEST(KafkaFormatConfig, FormatAndRegistryFromFileAndEnvironment) {
     EXPECT_EQ(d.kafka.format, "json");
     EXPECT_EQ(d.kafka.schema_registry_url, "");
     EXPECT_EQ(d.kafka.schema_registry_timeout_ms, 5000);
+    EXPECT_EQ(d.kafka.schema_registry_unknown_retry_s, 60);
     const auto c = load_from_string(
         "[kafka]\nformat = \"auto\"\nschema_registry_url = "
         "\"http://127.0.0.1:58081/apis/ccompat/v7\"\nschema_registry_user = \"ingest\"\n",
         "test.toml",
         {{"TRACKD_KAFKA_SCHEMA_REGISTRY_PASSWORD", "pw"},
-         {"TRACKD_KAFKA_SCHEMA_REGISTRY_TIMEOUT_MS", "250"}});
+         {"TRACKD_KAFKA_SCHEMA_REGISTRY_TIMEOUT_MS", "250"},
+         {"TRACKD_KAFKA_SCHEMA_REGISTRY_UNKNOWN_RETRY_S", "5"}});
     EXPECT_EQ(c.kafka.format, "auto");
     EXPECT_EQ(c.kafka.schema_registry_url, "http://127.0.0.1:58081/apis/ccompat/v7");
     EXPECT_EQ(c.kafka.schema_registry_user, "ingest");
     EXPECT_EQ(c.kafka.schema_registry_password, "pw");
     EXPECT_EQ(c.kafka.schema_registry_timeout_ms, 250);
+    EXPECT_EQ(c.kafka.schema_registry_unknown_retry_s, 5);
 }
 
 TEST(KafkaFormatConfig, ErrorsNameTheKey) {
@@ -718,8 +721,19 @@ TEST(KafkaFormatConfig, ErrorsNameTheKey) {
               "schema_registry_password");
     EXPECT_EQ(error_of("[kafka]\nschema_registry_password = \"p\"\n"),
               "kafka.schema_registry_user: must be set when schema_registry_password is");
+    EXPECT_EQ(error_of("[kafka]\nformat = \"protobuf\"\nschema_registry_user = \"u\"\n"),
+              "kafka.schema_registry_user: is only used with kafka.schema_registry_url");
+    EXPECT_EQ(error_of("[kafka]\nformat = \"protobuf\"\nschema_registry_token = \"t\"\n"),
+              "kafka.schema_registry_token: is only used with kafka.schema_registry_url");
+    EXPECT_EQ(
+        error_of("[kafka]\nformat = \"protobuf\"\n"
+                 "schema_registry_url = \"http://a:b@r:8081\"\nschema_registry_token = \"t\"\n"),
+        "kafka.schema_registry_url: has user:password@ as well as schema_registry_user or "
+        "schema_registry_token; keep one of them");
     EXPECT_EQ(error_of("[kafka]\nschema_registry_timeout_ms = 5\n"),
               "kafka.schema_registry_timeout_ms: must be between 100 and 600000");
+    EXPECT_EQ(error_of("[kafka]\nschema_registry_unknown_retry_s = 0\n"),
+              "kafka.schema_registry_unknown_retry_s: must be between 1 and 86400");
 }
 
 // https for the REST catalog and the registry, and their CA files: checked at start-up, so a
@@ -841,17 +855,19 @@ TEST(ArchiveConfig, AccessDelegationIsVendedCredentialsWithARestCatalogOnly) {
 }
 
 TEST(KafkaFormatConfig, RegistrySecretsAreMaskedWhenPrinted) {
-    const auto c = load_from_string(
-        "[kafka]\nformat = \"protobuf\"\nschema_registry_url = \"http://u:urlsecret@r:8081/x\"\n"
+    const auto in_url = to_masked_toml(load_from_string(
+        "[kafka]\nformat = \"protobuf\"\nschema_registry_url = \"http://u:urlsecret@r:8081/x\"\n",
+        "test.toml", {}));
+    EXPECT_EQ(in_url.find("urlsecret"), std::string::npos) << in_url;
+    EXPECT_NE(in_url.find("schema_registry_url = \"http://u:****@r:8081/x\""), std::string::npos)
+        << in_url;
+    const auto token = to_masked_toml(load_from_string(
+        "[kafka]\nformat = \"protobuf\"\nschema_registry_url = \"http://r:8081/x\"\n"
         "schema_registry_token = \"tokensecret\"\n",
-        "test.toml", {});
-    const auto text = to_masked_toml(c);
-    EXPECT_EQ(text.find("urlsecret"), std::string::npos) << text;
-    EXPECT_EQ(text.find("tokensecret"), std::string::npos) << text;
-    EXPECT_NE(text.find("schema_registry_url = \"http://u:****@r:8081/x\""), std::string::npos)
-        << text;
-    EXPECT_NE(text.find("schema_registry_token = \"****\""), std::string::npos) << text;
-    EXPECT_NE(text.find("schema_registry_password = \"\""), std::string::npos) << text;
+        "test.toml", {}));
+    EXPECT_EQ(token.find("tokensecret"), std::string::npos) << token;
+    EXPECT_NE(token.find("schema_registry_token = \"****\""), std::string::npos) << token;
+    EXPECT_NE(token.find("schema_registry_password = \"\""), std::string::npos) << token;
 }
 
 }  // namespace
