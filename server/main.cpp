@@ -38,7 +38,7 @@ commands:
   archive        archive committed history to the Iceberg table until stopped
   archive --once archive what is committed now, then exit (3: another archiver runs)
   archive maintain  expire snapshots, merge manifests, delete orphan files, apply retention,
-                    prune the batch ledger
+                    prune the batch ledger (exit 1 if a step failed; the others still run)
   archive compact   rewrite small data files into target-sized ones (beside a running archiver)
   migrate        apply the missing SQL migrations to the database
   audit [--since DURATION] [--format text|json] [--limit N]
@@ -224,7 +224,11 @@ int cmd_archive(const trackd::config::Config& config, const std::vector<std::str
             "pruned\n",
             r.manifests_merged, r.snapshots_expired, r.files_deleted, r.orphans_deleted,
             r.uploads_aborted, r.partitions_dropped, r.batches_pruned);
-        return 0;
+        // The steps after a failed one ran; the command still fails, naming each that did.
+        for (const auto& f : r.failures) {
+            fmt::print(stderr, "trackd: archive maintenance step {} failed: {}\n", f.step, f.error);
+        }
+        return r.failures.empty() ? 0 : 1;
     }
     const auto r = archiver.archive_pending();
     fmt::print("archived {} rows in {} commits ({} files, {} bytes); archived_seq {}\n", r.rows,

@@ -1,9 +1,13 @@
 #include "trackd/archive/archiver.hpp"
 
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
+#include <string_view>
 #include <thread>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -48,6 +52,11 @@ void sleep_unless(const std::atomic<bool>& stop, std::chrono::milliseconds total
     }
 }
 
+// The steps of maintenance, in the order they run (docs/archive.md, "Maintenance").
+constexpr std::array<const char*, 6> kMaintenanceSteps = {"merge_manifests", "expire_snapshots",
+                                                          "delete_orphans",  "abort_stale_uploads",
+                                                          "apply_retention", "prune_ledger"};
+
 // The archive metrics (docs/operations.md). The lag gauges are set by the archiver holding the
 // lock only, each time it looks for pending batches.
 struct Metrics {
@@ -70,6 +79,17 @@ struct Metrics {
         "trackd_archive_commits_total", "Iceberg snapshots committed by the archiver");
     core::metrics::Counter& failures = core::metrics::counter(
         "trackd_archive_failures_total", "Archive rounds that failed and were retried");
+
+    // By step (kMaintenanceSteps), each series there at 0 from the start.
+    core::metrics::Counter& maintenance_failures(std::string_view step) const {
+        return core::metrics::counter("trackd_archive_maintenance_failures_total",
+                                      "Archive maintenance steps that failed (the other steps "
+                                      "still ran), by step",
+                                      {{"step", std::string(step)}});
+    }
+    Metrics() {
+        for (const auto* step : kMaintenanceSteps) maintenance_failures(step);
+    }
 };
 
 Metrics& metrics() {
@@ -373,10 +393,35 @@ struct Archiver::Impl {
         o.min_snapshots_to_keep = config.archive.min_snapshots_to_keep;
         o.max_manifests = config.archive.max_manifests;
         o.orphan_min_age_ms = config.archive.orphan_min_age_s * 1000;
-        const auto m = table->maintain(o);
-        MaintainReport r{m.manifests_merged, m.snapshots_expired, m.files_deleted,
-                         m.orphans_deleted,  m.uploads_aborted,   apply_retention(),
-                         prune_ledger()};
+        MaintainReport r;
+        // Each step on its own: one that fails (the store refusing a listing, the catalog away, a
+        // lock timeout) is logged, counted and reported, and the steps after it still run. The
+        // table steps read the table first: what a step before changed, or another writer.
+        const auto step = [&](std::string_view name, const std::function<void()>& run) {
+            try {
+                run();
+            } catch (const std::exception& e) {
+                metrics().maintenance_failures(name).inc();
+                core::log::warn(
+                    "archive maintenance step failed",
+                    {{"table", ident.dotted()}, {"step", std::string(name)}, {"error", e.what()}});
+                r.failures.push_back({std::string(name), e.what()});
+            }
+        };
+        step(kMaintenanceSteps[0], [&] {
+            table->refresh();
+            r.manifests_merged = table->merge_manifests(o);
+        });
+        step(kMaintenanceSteps[1], [&] {
+            table->refresh();
+            std::tie(r.snapshots_expired, r.files_deleted) = table->expire_snapshots(o);
+        });
+        step(kMaintenanceSteps[2], [&] { r.orphans_deleted = table->delete_orphans(o); });
+        step(kMaintenanceSteps[3], [&] { r.uploads_aborted = table->abort_stale_uploads(o); });
+        step(kMaintenanceSteps[4], [&] { r.partitions_dropped = apply_retention(); });
+        step(kMaintenanceSteps[5], [&] { r.batches_pruned = prune_ledger(); });
+        std::string failed;
+        for (const auto& f : r.failures) failed += (failed.empty() ? "" : ",") + f.step;
         core::log::info("archive maintenance done",
                         {{"table", ident.dotted()},
                          {"manifests_merged", std::to_string(r.manifests_merged)},
@@ -384,7 +429,8 @@ struct Archiver::Impl {
                          {"files_deleted", std::to_string(r.files_deleted)},
                          {"orphans_deleted", std::to_string(r.orphans_deleted)},
                          {"uploads_aborted", std::to_string(r.uploads_aborted)},
-                         {"ledger_batches_pruned", std::to_string(r.batches_pruned)}});
+                         {"ledger_batches_pruned", std::to_string(r.batches_pruned)},
+                         {"failed_steps", failed}});
         return r;
     }
 };
@@ -446,15 +492,18 @@ void Archiver::run(const std::atomic<bool>& stop) {
                                         pending.oldest_age_s >= c.commit_interval_s)) {
                 m.archive_pending(false);
             }
+            // Each interval counts from the start of the last run, so a step that fails waits
+            // for the next one rather than being tried again every round (maintenance reports
+            // its failing steps and runs the others; a failing compaction fails the round).
             if (c.maintenance_interval_s > 0 &&
                 Clock::now() - last_maintenance >= std::chrono::seconds(c.maintenance_interval_s)) {
-                m.maintain();
                 last_maintenance = Clock::now();
+                m.maintain();
             }
             if (c.compaction_interval_s > 0 &&
                 Clock::now() - last_compaction >= std::chrono::seconds(c.compaction_interval_s)) {
-                m.compact();
                 last_compaction = Clock::now();
+                m.compact();
             }
             backoff = std::chrono::milliseconds(100);
             failing.over("archive works again", {{"table", m.ident.dotted()}});

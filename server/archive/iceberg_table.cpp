@@ -521,16 +521,6 @@ bool IcebergTable::append(const std::vector<DataFile>& files, const Progress& ex
     return false;
 }
 
-MaintenanceReport IcebergTable::maintain(const MaintenanceOptions& o) {
-    MaintenanceReport report;
-    refresh();
-    report.manifests_merged = merge_manifests(o);
-    std::tie(report.snapshots_expired, report.files_deleted) = expire_snapshots(o);
-    report.orphans_deleted = delete_orphans(o);
-    report.uploads_aborted = abort_stale_uploads(o);
-    return report;
-}
-
 // A "replace" snapshot that changes no data, so a scan plans from a short manifest list.
 int IcebergTable::merge_manifests(const MaintenanceOptions& o) {
     int merged_count = 0;

@@ -61,14 +61,6 @@ struct CompactionReport {
     int max_small_files_per_partition = 0;  // afterwards
 };
 
-struct MaintenanceReport {
-    int manifests_merged = 0;  // manifests replaced by one merged manifest
-    int snapshots_expired = 0;
-    int files_deleted = 0;  // manifest lists, manifests and data files of expired snapshots
-    int orphans_deleted = 0;
-    int uploads_aborted = 0;  // incomplete multipart uploads (object storage)
-};
-
 class IcebergTable {
   public:
     // `partition`: the partition spec of a table this creates; an existing table partitioned
@@ -91,9 +83,8 @@ class IcebergTable {
     // learnt: the files must be kept (they may be in the table).
     bool append(const std::vector<DataFile>& files, const Progress& expected, const Progress& next);
 
-    // The maintenance steps, in this order: merge_manifests, expire_snapshots, delete_orphans,
-    // abort_stale_uploads.
-    MaintenanceReport maintain(const MaintenanceOptions& options);
+    // The maintenance steps, which Archiver::maintain runs each on its own, in this order.
+    // merge_manifests and expire_snapshots build on metadata() as it is: refresh() first.
     // Merges the current snapshot's small data manifests into one (a "replace" snapshot) when it
     // has more than options.max_manifests; returns how many were replaced.
     int merge_manifests(const MaintenanceOptions& options);

@@ -1287,6 +1287,100 @@ TEST(ArchiveS3, AnUploadLeftBegunByAKilledArchiverIsAbortedByMaintenance) {
     EXPECT_NE(r.output.find("0 uploads aborted"), std::string::npos) << r.output;
 }
 
+// A maintenance step that fails does not keep the others from running: a front of the S3 server
+// answers every listing of multipart uploads 500 (rest_proxy.py --s3-error … --s3-faults-on
+// UPLOADS), so abort_stale_uploads fails, once (archive.s3_retry_attempts 1). `trackd archive
+// maintain` still expires the snapshots, deletes the orphan, applies retention and prunes the
+// ledger (the steps after it), logs the failure naming the step, and exits non-zero naming it.
+// Before, the failure ended maintenance there: the ledger was not pruned.
+TEST(ArchiveS3, AFailingMaintenanceStepLeavesTheOthersToRunAndFailsTheCommand) {
+    TestDatabase db("archs3stepfail", Schema::migrated);
+    ArchiveFixture a(db.dsn(), "archs3stepfail", kJdbcS3);
+    db::Connection conn(db.dsn(), "test");
+    for (int i = 1; i <= 3; ++i) insert_small_batch(conn, i);
+    const auto once = a.archive("--once", {{"TRACKD_TEST_ARCHIVE_CHUNK_ROWS", "1"}});
+    ASSERT_EQ(once.exit_code, 0) << once.output;
+    ASSERT_NE(once.output.find("in 3 commits"), std::string::npos) << once.output;
+    const std::string stray = a.table_dir() + "/data/stray.parquet";
+    ASSERT_EQ(a.check("put", "--uri " + shell_quote(stray)).at("put"), stray);
+
+    const HttpFront front("archs3stepfail", s3_endpoint(),
+                          {"--s3", "--s3-error", "1000", "--s3-faults-on", "UPLOADS"});
+    const auto r = a.archive("maintain", {{"TRACKD_ARCHIVE_S3_ENDPOINT", front.uri},
+                                          {"TRACKD_ARCHIVE_S3_RETRY_ATTEMPTS", "1"},
+                                          {"TRACKD_ARCHIVE_SNAPSHOT_MAX_AGE_S", "0"},
+                                          {"TRACKD_ARCHIVE_MIN_SNAPSHOTS_TO_KEEP", "1"},
+                                          {"TRACKD_ARCHIVE_ORPHAN_MIN_AGE_S", "0"}});
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_EQ(front.count("uploads listing failed 500"), 1U) << front.text();
+    EXPECT_EQ(count_of(r.output, "archive maintenance step failed"), 1U) << r.output;
+    EXPECT_NE(r.output.find("step=abort_stale_uploads"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("trackd: archive maintenance step abort_stale_uploads failed: "),
+              std::string::npos)
+        << r.output;
+    // The report of what the steps did is printed all the same.
+    EXPECT_NE(r.output.find("2 snapshots expired"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("0 uploads aborted, 0 partitions dropped, 3 ledger batches pruned"),
+              std::string::npos)
+        << r.output;
+    EXPECT_EQ(query_int(db.dsn(), "SELECT count(*) FROM trackd.ingest_batches"), 0)
+        << "the ledger was not pruned";
+    EXPECT_EQ(a.stored_files().count(stray), 0U) << "the orphan was not deleted";
+    const auto files = a.check("files");
+    EXPECT_EQ(files.at("snapshots"), "1");
+    EXPECT_EQ(files.at("missing_files"), "0");
+    expect_exact(a.check("compare"));
+}
+
+// The same failing step in the loop (maintenance and compaction every 4 s): it waits for the next
+// interval, and compaction, which comes after maintenance in a round, still runs. In 11 s the
+// listing of uploads is tried at most once per interval, the round never fails (no "archive
+// failed, retrying"), the ledger is pruned and the small files are compacted. Before, the
+// failure failed the round, which was tried again after its backoff (100 ms, doubling) with
+// maintenance first, so compaction never ran.
+TEST(ArchiveS3, AFailingMaintenanceStepWaitsForTheNextIntervalAndCompactionStillRuns) {
+    TestDatabase db("archs3steploop", Schema::migrated);
+    ArchiveFixture a(db.dsn(), "archs3steploop", kJdbcS3);
+    db::Connection conn(db.dsn(), "test");
+    for (int i = 1; i <= 3; ++i) insert_small_batch(conn, i);
+    const auto once = a.archive("--once", {{"TRACKD_TEST_ARCHIVE_CHUNK_ROWS", "1"}});
+    ASSERT_EQ(once.exit_code, 0) << once.output;
+    ASSERT_NE(once.output.find("in 3 commits"), std::string::npos) << once.output;
+
+    const HttpFront front("archs3steploop", s3_endpoint(),
+                          {"--s3", "--s3-error", "1000", "--s3-faults-on", "UPLOADS"});
+    const std::string log =
+        ::testing::TempDir() + "archs3steploop-" + std::to_string(getpid()) + ".log";
+    fs::remove(log);
+    const auto started = std::chrono::steady_clock::now();
+    auto archiver = a.start_archiver(log, {{"TRACKD_ARCHIVE_S3_ENDPOINT", front.uri},
+                                           {"TRACKD_ARCHIVE_S3_RETRY_ATTEMPTS", "1"},
+                                           {"TRACKD_ARCHIVE_MAINTENANCE_INTERVAL_S", "4"},
+                                           {"TRACKD_ARCHIVE_COMPACTION_INTERVAL_S", "4"},
+                                           {"TRACKD_ARCHIVE_COMPACT_MIN_FILES", "2"}});
+    const bool compacted =
+        wait_for_log(log, "archive compaction committed", std::chrono::seconds(30));
+    std::this_thread::sleep_until(started + std::chrono::seconds(11));
+    archiver->kill(SIGTERM);
+    const int code = archiver->wait();
+    const std::chrono::duration<double> ran = std::chrono::steady_clock::now() - started;
+    const auto out = IngestHarness::read_file(log);
+    EXPECT_EQ(code, 0) << out;
+    EXPECT_TRUE(compacted) << out;
+    const auto listings = front.count("uploads listing failed 500");
+    EXPECT_GE(listings, 1U) << front.text();
+    EXPECT_LE(listings, static_cast<std::size_t>(ran.count() / 4))
+        << "tried more often than once per interval in " << ran.count() << " s: " << front.text();
+    EXPECT_EQ(count_of(out, "archive maintenance step failed"), listings) << out;
+    EXPECT_EQ(out.find("archive failed, retrying"), std::string::npos) << out;
+    std::printf("[ measured ] %zu failed listings of uploads in %.1f s (maintenance every 4 s)\n",
+                listings, ran.count());
+    EXPECT_EQ(query_int(db.dsn(), "SELECT count(*) FROM trackd.ingest_batches"), 0)
+        << "the ledger was not pruned";
+    expect_exact(a.check("compare"));
+    EXPECT_EQ(a.check("files").at("missing_files"), "0");
+}
+
 // Compaction after 200 small commits over two day partitions (400 files): the small files of
 // each partition are rewritten into one, in sort order, as a "replace" snapshot carrying the
 // progress; every value of every row is still PostGIS's (multiset, Kafka coordinates included).

@@ -4,15 +4,18 @@
 // Contract: one archiver per table at a time, enforced by a PostgreSQL advisory lock held by the
 // Archiver's own session; an Archiver that does not hold it archives nothing. Progress lives in
 // the table (snapshot summary and properties), so a restarted archiver resumes from the table.
-// Every method may throw db::DbError (PostgreSQL unavailable) or std::runtime_error (files);
-// run() catches those itself, logs, backs off and goes on until `stop`. Not thread-safe: one
-// Archiver, one thread. Uses its own connections, never the ingest path's.
+// Every method may throw db::DbError (PostgreSQL unavailable) or std::runtime_error (files),
+// but maintain(), which reports its steps' failures instead; run() catches those itself, logs,
+// backs off and goes on until `stop`. Not thread-safe: one Archiver, one thread. Uses its own
+// connections, never the ingest path's.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "trackd/config/config.hpp"
 
@@ -27,6 +30,13 @@ struct ArchiveReport {
     int partitions_dropped = 0;     // by postgis.retention
 };
 
+// A maintenance step that failed: its name (merge_manifests, expire_snapshots, delete_orphans,
+// abort_stale_uploads, apply_retention, prune_ledger) and its error.
+struct MaintenanceFailure {
+    std::string step;
+    std::string error;
+};
+
 struct MaintainReport {
     int manifests_merged = 0;
     int snapshots_expired = 0;
@@ -34,7 +44,8 @@ struct MaintainReport {
     int orphans_deleted = 0;
     int uploads_aborted = 0;
     int partitions_dropped = 0;
-    std::int64_t batches_pruned = 0;  // from the ledger trackd.ingest_batches (V0012)
+    std::int64_t batches_pruned = 0;           // from the ledger trackd.ingest_batches (V0012)
+    std::vector<MaintenanceFailure> failures;  // the steps that failed; the others ran
 };
 
 struct CompactReport {
@@ -61,15 +72,19 @@ class Archiver {
     // Archives every batch committed so far (as many snapshots as archive.target_file_bytes
     // needs), then applies postgis.retention. Requires the lock.
     ArchiveReport archive_pending();
-    // Expire snapshots, merge manifests, delete orphans, apply retention. Requires the lock.
+    // Merge manifests, expire snapshots, delete orphans, abort stale uploads, apply retention,
+    // prune the batch ledger: each step on its own, so one that fails (logged, counted in
+    // trackd_archive_maintenance_failures_total and listed in the report's failures) does not
+    // keep the others from running. Requires the lock; throws only without it.
     MaintainReport maintain();
     // Rewrites small data files (archive.compact_min_files, archive.target_file_bytes). Needs
     // no lock: it commits beside a running archiver (each retries on the other's commit).
     CompactReport compact();
     // The loop of `trackd archive` and of `trackd run` with archive.enabled: waits for the lock,
     // commits when archive.target_file_bytes are pending or the oldest pending batch is
-    // archive.commit_interval_s old, maintains every archive.maintenance_interval_s. Returns
-    // when `stop` is set.
+    // archive.commit_interval_s old, maintains every archive.maintenance_interval_s and compacts
+    // every archive.compaction_interval_s (each interval from the start of the last run, failed
+    // or not: a step that fails waits for the next one). Returns when `stop` is set.
     void run(const std::atomic<bool>& stop);
 
   private:
