@@ -1,6 +1,7 @@
 #include "iceberg_table.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -110,6 +111,24 @@ void add_snapshot(json& md, std::int64_t snapshot_id, std::optional<std::int64_t
     md["refs"]["main"] = {{"snapshot-id", snapshot_id}, {"type", "branch"}};
     md["snapshots"].push_back(std::move(snap));
     md["snapshot-log"].push_back({{"timestamp-ms", now}, {"snapshot-id", snapshot_id}});
+}
+
+// The metadata's lists of statistics files (Puffin table statistics, partition statistics),
+// each entry naming its snapshot ("snapshot-id") and its file ("statistics-path").
+constexpr std::array<const char*, 2> kStatisticsLists = {"statistics", "partition-statistics"};
+
+// Every statistics file the metadata names.
+std::set<std::string> statistics_paths(const json& md) {
+    std::set<std::string> out;
+    for (const char* list : kStatisticsLists) {
+        if (!md.contains(list) || !md[list].is_array()) continue;
+        for (const auto& st : md[list]) {
+            if (st.contains("statistics-path") && st["statistics-path"].is_string()) {
+                out.insert(st["statistics-path"].get<std::string>());
+            }
+        }
+    }
+    return out;
 }
 
 std::vector<ManifestFile> manifests_of(FileIO& io, const json& snapshot) {
@@ -665,6 +684,28 @@ std::pair<int, int> IcebergTable::expire_snapshots(const MaintenanceOptions& o) 
                 log.push_back(e);
             }
         }
+        // Statistics files (another engine's: Trino's ANALYZE, Spark's) go with the snapshot
+        // they describe (spec; Java's RemoveSnapshots): the entries of an expired snapshot are
+        // dropped, and their files deleted with the snapshot's unless a kept entry names them.
+        std::set<std::string> kept_statistics;
+        std::set<std::string> dropped_statistics;
+        for (const char* list : kStatisticsLists) {
+            if (!md.contains(list) || !md[list].is_array()) continue;
+            json kept_entries = json::array();
+            for (auto& st : md[list]) {
+                const bool kept = st.contains("snapshot-id") && st["snapshot-id"].is_number() &&
+                                  keep.count(st["snapshot-id"].get<std::int64_t>()) != 0;
+                if (st.contains("statistics-path") && st["statistics-path"].is_string()) {
+                    (kept ? kept_statistics : dropped_statistics)
+                        .insert(st["statistics-path"].get<std::string>());
+                }
+                if (kept) kept_entries.push_back(std::move(st));
+            }
+            md[list] = std::move(kept_entries);
+        }
+        for (const auto& f : dropped_statistics) {
+            if (kept_statistics.count(f) == 0) candidates.insert(f);
+        }
         n_expired = static_cast<int>(expired.size());
         md["snapshots"] = std::move(kept_snaps);
         md["snapshot-log"] = std::move(log);
@@ -672,6 +713,9 @@ std::pair<int, int> IcebergTable::expire_snapshots(const MaintenanceOptions& o) 
         return NextVersion{std::move(md), std::nullopt, {}};
     };
     if (!commit_with_retries("expire snapshots", build)) return {0, 0};
+    // A catalog that writes the metadata itself (REST) drops the statistics of removed
+    // snapshots on its own; a file its version still names stays.
+    for (const auto& f : statistics_paths(metadata_)) candidates.erase(f);
     // Only once the expiry is known committed: until then a reader may still plan a scan from
     // them, and if its outcome stays unknown they stay for the orphan clean-up.
     int deleted = 0;
@@ -935,12 +979,7 @@ int IcebergTable::delete_orphans(const MaintenanceOptions& o) {
     for (const auto& e : metadata_["metadata-log"]) add(e["metadata-file"].get<std::string>());
     // Statistics files another engine wrote (Trino's ANALYZE, Spark's compute statistics): the
     // metadata names them outside the snapshots.
-    for (const char* list : {"statistics", "partition-statistics"}) {
-        if (!metadata_.contains(list) || !metadata_[list].is_array()) continue;
-        for (const auto& st : metadata_[list]) {
-            if (st.contains("statistics-path")) add(st["statistics-path"].get<std::string>());
-        }
-    }
+    for (const auto& f : statistics_paths(metadata_)) add(f);
     for (const auto& s : metadata_["snapshots"]) {
         add(s["manifest-list"].get<std::string>());
         for (const auto& m : manifests_of(io_, s)) {

@@ -12,10 +12,15 @@ Prints `key=value` lines that the C++ test asserts on; exits non-zero only when 
   table    the current metadata: snapshot count, manifests of the current snapshot.
   touch    commits a property change with PyIceberg (another writer of the same table).
   files    every file the current metadata references (metadata log, each snapshot's manifest
-           list, manifests and data files) and how many are missing; the current snapshot id,
-           metadata location and progress, to compare with trackd.archive_progress.
+           list, manifests and data files, statistics files) and how many are missing; the
+           statistics entries whose snapshot is gone; the current snapshot id, metadata location
+           and progress, to compare with trackd.archive_progress.
+  stats    names a statistics file and a partition statistics file for the current snapshot in
+           the metadata, as another engine would (their paths: statistics_path=,
+           partition_statistics_path=).
   ls       every file under --dir (`file=<uri>` lines, then `files=N`, `parquet=N`, `avro=N`).
   put      writes a small file at --uri that nothing references (an orphan).
+  exists   whether a file is at --uri (exists=1 or 0).
   uploads  the multipart uploads begun under an s3:// --dir and neither completed nor aborted
            (`upload=<key>` lines, then `uploads=N`), which no listing of objects shows.
 
@@ -367,9 +372,16 @@ def files(args):
                 continue
             refs.update(e.data_file.file_path for e in m.fetch_manifest_entry(table.io))
     statistics = [st.statistics_path for st in md.statistics]
-    refs.update(statistics)
+    partition_statistics = [st.statistics_path for st in md.partition_statistics]
+    refs.update(statistics + partition_statistics)
+    # Entries for a snapshot the table no longer has (expiry must drop them, as the spec says).
+    snapshot_ids = {s.snapshot_id for s in md.snapshots}
+    dangling = [st for st in md.statistics + md.partition_statistics
+                if st.snapshot_id not in snapshot_ids]
     missing = sorted(p for p in refs if not exists(p))
     print(f"statistics_files={len(statistics)}")
+    print(f"partition_statistics_files={len(partition_statistics)}")
+    print(f"dangling_statistics={len(dangling)}")
     print(f"referenced_files={len(refs)}")
     print(f"missing_files={len(missing)}")
     for p in missing[:20]:
@@ -382,25 +394,40 @@ def files(args):
 
 
 def stats(args):
-    # Another engine's statistics (a Puffin file, as Trino's ANALYZE writes) for the current
-    # snapshot, named in the table's metadata: the bytes are not read by anyone here.
+    # Another engine's statistics for the current snapshot, named in the table's metadata: a
+    # Puffin file (`statistics`, as Trino's ANALYZE writes) and a partition statistics file
+    # (`partition-statistics`, as Spark's compute_partition_stats writes). The bytes are not
+    # read by anyone here.
     import uuid
 
-    from pyiceberg.table.statistics import StatisticsFile
+    from pyiceberg.table.statistics import PartitionStatisticsFile, StatisticsFile
+    from pyiceberg.table.update import SetPartitionStatisticsUpdate
 
     table = catalog(args.pg).load_table(args.table)
     snapshot = table.current_snapshot()
-    path = f"{table.metadata.location}/metadata/{snapshot.snapshot_id}-{uuid.uuid4()}.stats"
+    prefix = f"{table.metadata.location}/metadata/{snapshot.snapshot_id}-{uuid.uuid4()}"
+    path, partition_path = prefix + ".stats", prefix + "-partition-stats.parquet"
     body = b"PFA1" + b"\0" * 8 + b"PFA1"
-    fsys, local_path = filesystem(path)
-    with fsys.open_output_stream(local_path) as out:
-        out.write(body)
-    with table.update_statistics() as update:
-        update.set_statistics(StatisticsFile(snapshot_id=snapshot.snapshot_id,
-                                             statistics_path=path,
-                                             file_size_in_bytes=len(body),
-                                             file_footer_size_in_bytes=8, blob_metadata=[]))
+    for p in (path, partition_path):
+        fsys, local_path = filesystem(p)
+        with fsys.open_output_stream(local_path) as out:
+            out.write(body)
+    with table.transaction() as tx:
+        with tx.update_statistics() as update:
+            update.set_statistics(StatisticsFile(snapshot_id=snapshot.snapshot_id,
+                                                 statistics_path=path,
+                                                 file_size_in_bytes=len(body),
+                                                 file_footer_size_in_bytes=8, blob_metadata=[]))
+        # PyIceberg has no public API for it yet: the update itself.
+        tx._apply((SetPartitionStatisticsUpdate(partition_statistics=PartitionStatisticsFile(
+            snapshot_id=snapshot.snapshot_id, statistics_path=partition_path,
+            file_size_in_bytes=len(body))),))
     print(f"statistics_path={path}")
+    print(f"partition_statistics_path={partition_path}")
+
+
+def exists_command(args):
+    print(f"exists={int(exists(args.uri))}")
 
 
 def ls(args):
@@ -526,6 +553,8 @@ def main():
     lp.add_argument("--dir", required=True)
     pp = sub.add_parser("put")
     pp.add_argument("--uri", required=True)
+    ep = sub.add_parser("exists")
+    ep.add_argument("--uri", required=True)
     up = sub.add_parser("uploads")
     up.add_argument("--dir", required=True)
     kp = sub.add_parser("keys")
@@ -540,7 +569,7 @@ def main():
         return serve(args.socket)
     {"compare": compare, "avro": avro, "table": table_info, "touch": touch,
      "files": files, "values": values, "ls": ls, "put": put, "uploads": uploads,
-     "stats": stats, "keys": keys}[args.cmd](args)
+     "stats": stats, "keys": keys, "exists": exists_command}[args.cmd](args)
     return 0
 
 

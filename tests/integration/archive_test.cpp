@@ -1976,8 +1976,9 @@ TEST(ArchiveRest, AProgressMirrorFailingAfterACommitKeepsTheCommitsFiles) {
     expect_one_exact_snapshot(a, "25");
 }
 
-// Statistics another engine wrote for the table (a Puffin file named in its metadata) outlive
-// trackd's commits and its orphan clean-up: they are referenced, if not by a snapshot.
+// Statistics another engine wrote for the table (a Puffin file and a partition statistics file
+// named in its metadata) outlive trackd's commits and its orphan clean-up: they are referenced,
+// if not by a snapshot. They go with their snapshot when it expires.
 TEST(Archive, OrphanCleanUpKeepsTheStatisticsFilesTheMetadataNames) {
     TestDatabase db("archstats", Schema::migrated);
     ArchiveFixture a(db.dsn(), "archstats");
@@ -1985,7 +1986,9 @@ TEST(Archive, OrphanCleanUpKeepsTheStatisticsFilesTheMetadataNames) {
     insert_rows(conn, 1, 25);
     auto once = a.archive("--once");
     ASSERT_EQ(once.exit_code, 0) << once.output;
-    const auto path = a.check("stats").at("statistics_path");
+    const auto named = a.check("stats");
+    const auto path = named.at("statistics_path");
+    const auto partition_path = named.at("partition_statistics_path");
     insert_rows(conn, 2, 10);  // trackd commits on top of the statistics
     once = a.archive("--once");
     ASSERT_EQ(once.exit_code, 0) << once.output;
@@ -1993,7 +1996,27 @@ TEST(Archive, OrphanCleanUpKeepsTheStatisticsFilesTheMetadataNames) {
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const auto f = a.check("files");
     EXPECT_EQ(f.at("statistics_files"), "1") << "trackd's commit dropped the statistics";
+    EXPECT_EQ(f.at("partition_statistics_files"), "1");
     EXPECT_EQ(f.at("missing_files"), "0") << "orphan clean-up deleted " << path;
+    EXPECT_EQ(a.check("compare").at("iceberg_rows"), "35");
+
+    // Snapshot expiry takes the statistics of the snapshots it removes with them (spec; with the
+    // JDBC catalog trackd writes the metadata): their entries leave it, and their files are
+    // deleted after the commit. Before, the entries stayed, naming a snapshot that was gone.
+    const auto expired = a.archive("maintain", {{"TRACKD_ARCHIVE_SNAPSHOT_MAX_AGE_S", "0"},
+                                                {"TRACKD_ARCHIVE_MIN_SNAPSHOTS_TO_KEEP", "1"},
+                                                {"TRACKD_ARCHIVE_ORPHAN_MIN_AGE_S", "0"}});
+    ASSERT_EQ(expired.exit_code, 0) << expired.output;
+    EXPECT_NE(expired.output.find("1 snapshots expired"), std::string::npos) << expired.output;
+    const auto g = a.check("files");
+    EXPECT_EQ(g.at("snapshots"), "1");
+    EXPECT_EQ(g.at("statistics_files"), "0");
+    EXPECT_EQ(g.at("partition_statistics_files"), "0");
+    EXPECT_EQ(g.at("dangling_statistics"), "0");
+    EXPECT_EQ(g.at("missing_files"), "0");
+    EXPECT_EQ(a.check("exists", "--uri " + shell_quote(path)).at("exists"), "0") << path;
+    EXPECT_EQ(a.check("exists", "--uri " + shell_quote(partition_path)).at("exists"), "0")
+        << partition_path;
     EXPECT_EQ(a.check("compare").at("iceberg_rows"), "35");
 }
 
