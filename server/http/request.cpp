@@ -1,6 +1,7 @@
 #include "request.hpp"
 
 #include <algorithm>
+#include <cctype>
 
 #include "trackd/core/hex.hpp"
 
@@ -125,8 +126,36 @@ std::string quotable(std::string_view header_value) {
     return valid_utf8(header_value) ? std::string(header_value) : percent_encode(header_value);
 }
 
+// "http://" or "https://" (any case) at the start of `target`: its length, else 0.
+std::size_t absolute_form_scheme(std::string_view target) {
+    for (const std::string_view scheme : {"http://", "https://"}) {
+        if (target.size() >= scheme.size() &&
+            std::equal(scheme.begin(), scheme.end(), target.begin(), [](char a, char b) {
+                return a == std::tolower(static_cast<unsigned char>(b));
+            })) {
+            return scheme.size();
+        }
+    }
+    return 0;
+}
+
 Target parse_target(std::string_view target) {
     Target t;
+    std::string rooted;  // an absolute-form target with no path: "/" and its query
+    if (const auto scheme = absolute_form_scheme(target); scheme > 0) {
+        const auto path_at = target.find_first_of("/?", scheme);
+        t.authority = std::string(target.substr(scheme, path_at - scheme));
+        if (t.authority.empty()) {
+            throw ProblemError(ProblemKind::bad_request,
+                               "an absolute request target must name a host");
+        }
+        target = path_at == std::string_view::npos ? std::string_view() : target.substr(path_at);
+        if (target.empty() || target[0] == '?') {
+            // No path: the origin's "/" (RFC 9110 4.2.3).
+            rooted = "/" + std::string(target);
+            target = rooted;
+        }
+    }
     const auto q = target.find('?');
     const std::string_view path = target.substr(0, q);
     t.path = std::string(path);
@@ -151,6 +180,11 @@ Target parse_target(std::string_view target) {
             rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
             if (pair.empty()) continue;
             const auto eq = pair.find('=');
+            if (eq == 0) {
+                throw ProblemError(
+                    ProblemKind::bad_request,
+                    "a query parameter has no name before its '=': '" + quotable(pair) + "'");
+            }
             std::string name = checked(pair.substr(0, eq), true, "query");
             std::string value =
                 eq == std::string_view::npos ? "" : checked(pair.substr(eq + 1), true, name);

@@ -82,8 +82,11 @@ struct Target {
     std::string path;
     std::vector<std::string> segments;
     QueryParams query;
+    std::string authority;  // of an absolute-form target (RFC 9112 3.2.2), else ""
 };
 
+// An origin-form target ("/path?query"), or an absolute-form one ("http://host/path?query"),
+// which a server must accept too; its authority then stands for the Host header.
 Target parse_target(std::string_view target);
 
 // Percent-decoding ('+' is a space only in query strings); nullopt if an escape is malformed.

@@ -36,7 +36,8 @@ Request to_request(bhttp::request<bhttp::string_body>& m) {
     r.path = std::move(t.path);
     r.segments = std::move(t.segments);
     r.query = std::move(t.query);
-    r.host = std::string(m[bhttp::field::host]);
+    // An absolute-form target's host stands for the Host header (RFC 9112 3.2.2).
+    r.host = t.authority.empty() ? std::string(m[bhttp::field::host]) : std::move(t.authority);
     r.authorization = std::string(m[bhttp::field::authorization]);
     r.content_type = std::string(m[bhttp::field::content_type]);
     r.last_event_id = std::string(m["Last-Event-ID"]);
@@ -142,6 +143,7 @@ void Session::on_read(beast::error_code ec, std::size_t /*n*/) {
     } catch (const ProblemError& e) {  // from parse_target: a malformed target
         return send(problem_response(e.problem(), path), keep_alive, method, path);
     }
+    path = request.path;  // an absolute-form target's path without its scheme and host
     // The handler waits for the database in the event loop; this thread serves others meanwhile.
     net::co_spawn(
         stream_.get_executor(), answer(state_, std::move(request)),

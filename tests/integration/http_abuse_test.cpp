@@ -536,6 +536,22 @@ TEST_F(HttpAbuse, MalformedRequestsGet400AndTheServerGoesOn) {
     expect_served();
 }
 
+// The absolute form, which a server must accept (RFC 9112 3.2.2): served as its path, and its
+// host stands for the Host header in the links.
+TEST_F(HttpAbuse, AnAbsoluteFormTargetIsServedAsItsPath) {
+    RawClient c(server_->port());
+    c.send(
+        "GET http://fleet.example:8080/collections?f=json HTTP/1.1\r\nHost: x\r\n"
+        "Authorization: Bearer " +
+        std::string(kReadToken) + "\r\nConnection: close\r\n\r\n");
+    const auto answer = c.read_all();
+    EXPECT_EQ(RawClient::status_of(answer), 200) << answer;
+    EXPECT_NE(answer.find("\"href\":\"http://fleet.example:8080/collections/vehicles\""),
+              std::string::npos)
+        << answer;
+    expect_served();
+}
+
 // --- slow and idle clients -------------------------------------------------------------------
 
 TEST_F(HttpAbuse, AClientSendingAByteAtATimeIsServedWithinTheReadTimeout) {

@@ -34,6 +34,27 @@ TEST(Request, MalformedTargetsAre400NamingTheParameter) {
     EXPECT_EQ(p.detail, "after: not valid UTF-8");
     p = problem_of([] { parse_target("/v1/vehicles/%FF"); });
     EXPECT_EQ(p.parameter, "path");
+    p = problem_of([] { parse_target("/v1/vehicles?=x&limit=1"); });
+    EXPECT_EQ(p.kind, ProblemKind::bad_request);
+    EXPECT_EQ(p.detail, "a query parameter has no name before its '=': '=x'");
+}
+
+// The absolute form (RFC 9112 3.2.2), which a server must accept: its path and query as the
+// origin form's, its authority kept (it stands for the Host header).
+TEST(Request, AnAbsoluteFormTargetIsReadAsItsPath) {
+    auto t = parse_target("http://fleet.example:8080/v1/vehicles/bus%2F42?limit=2");
+    EXPECT_EQ(t.path, "/v1/vehicles/bus%2F42");
+    EXPECT_EQ(t.segments, (std::vector<std::string>{"v1", "vehicles", "bus/42"}));
+    EXPECT_EQ(t.query.get("limit"), "2");
+    EXPECT_EQ(t.authority, "fleet.example:8080");
+    t = parse_target("HTTPS://fleet.example?limit=2");
+    EXPECT_EQ(t.path, "/");
+    EXPECT_TRUE(t.segments.empty());
+    EXPECT_EQ(t.query.get("limit"), "2");
+    EXPECT_EQ(parse_target("http://fleet.example").path, "/");
+    EXPECT_EQ(parse_target("/v1/vehicles").authority, "");
+    const auto p = problem_of([] { parse_target("http:///v1/vehicles"); });
+    EXPECT_EQ(p.detail, "an absolute request target must name a host");
 }
 
 TEST(Utf8, AcceptsValidRejectsInvalid) {
