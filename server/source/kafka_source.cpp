@@ -163,6 +163,17 @@ void KafkaSource::close() {
     });
     if (done.wait_for(kConsumerCloseTimeout) == std::future_status::ready) {
         closer.join();
+        // No poll() follows to rethrow what the close's revoke callback threw: said here.
+        if (callback_error_) {
+            try {
+                std::rethrow_exception(std::exchange(callback_error_, nullptr));
+            } catch (const std::exception& e) {
+                core::log::error("kafka: the revocation when leaving the group failed",
+                                 {{"error", e.what()}});
+            } catch (...) {
+                core::log::error("kafka: the revocation when leaving the group failed");
+            }
+        }
     } else {
         closer.detach();
         close_abandoned_ = true;
@@ -255,7 +266,23 @@ void KafkaSource::handle_rebalance(int err, void* raw) {
     const auto parts = partitions_of(list);
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
         delivered_.forget(parts);
-        const auto starts = owner_.on_assigned(parts);
+        std::map<std::int32_t, std::optional<std::int64_t>> starts;
+        try {
+            starts = owner_.on_assigned(parts);
+        } catch (...) {
+            // librdkafka still waits for an assign call (a close would wait out its bound): it
+            // gets one that reads none of these partitions; poll() rethrows the owner's error.
+            rd_kafka_topic_partition_list_t* none = rd_kafka_topic_partition_list_new(0);
+            if (cooperative) {
+                if (rd_kafka_error_t* e = rd_kafka_incremental_assign(rk_, none)) {
+                    rd_kafka_error_destroy(e);
+                }
+            } else {
+                rd_kafka_assign(rk_, none);
+            }
+            rd_kafka_topic_partition_list_destroy(none);
+            throw;
+        }
         for (int i = 0; i < list->cnt; ++i) {
             auto it = starts.find(list->elems[i].partition);
             const bool stored = it != starts.end() && it->second.has_value();
@@ -283,7 +310,14 @@ void KafkaSource::handle_rebalance(int err, void* raw) {
         if (paused_) rd_kafka_pause_partitions(rk_, list);
     } else {
         release_message();
-        owner_.on_revoked(parts);
+        // The owner's error comes out of poll() (or close()) after the partitions are given
+        // back: librdkafka waits for the unassign call (a close would wait out its bound).
+        std::exception_ptr owner_error;
+        try {
+            owner_.on_revoked(parts);
+        } catch (...) {
+            owner_error = std::current_exception();
+        }
         forget_lag(parts);
         delivered_.forget(parts);
         for (const auto p : parts) awaiting_first_.erase(p);
@@ -299,6 +333,7 @@ void KafkaSource::handle_rebalance(int err, void* raw) {
         } else {
             rd_kafka_assign(rk_, nullptr);
         }
+        if (owner_error) std::rethrow_exception(owner_error);
     }
 }
 

@@ -82,6 +82,7 @@ class RecordingOwner final : public source::PartitionOwner {
   public:
     std::map<std::int32_t, std::optional<std::int64_t>> starts;
     bool throw_on_assign = false;
+    bool throw_on_revoke = false;
     std::set<std::int32_t> assigned;
     std::set<std::int32_t> revoked;
 
@@ -92,6 +93,7 @@ class RecordingOwner final : public source::PartitionOwner {
         return starts;
     }
     void on_revoked(const std::vector<std::int32_t>& partitions) override {
+        if (throw_on_revoke) throw std::runtime_error("release failed");
         revoked.insert(partitions.begin(), partitions.end());
     }
 };
@@ -265,6 +267,30 @@ TEST(KafkaSource, AnOwnersExceptionComesOutOfPollNotThroughLibrdkafka) {
         }
     }
     EXPECT_TRUE(thrown);
+}
+
+// The owner's exception in the revocation that a close runs: no poll() follows to rethrow it,
+// so the close says it; and the partitions are still given back, so the close does not wait
+// out its bound (it did: librdkafka waited for the unassign that the exception skipped).
+TEST(KafkaSource, AnOwnersExceptionInTheClosesRevocationIsLogged) {
+    MockCluster cluster;
+    RecordingOwner owner;
+    const auto config = cluster.config();
+    source::KafkaSource source(config, owner);
+    const auto until = std::chrono::steady_clock::now() + 30s;
+    while (owner.assigned.size() < 2 && std::chrono::steady_clock::now() < until) {
+        source.poll(100ms);
+    }
+    ASSERT_EQ(owner.assigned, (std::set<std::int32_t>{0, 1}));
+    owner.throw_on_revoke = true;
+    testing::internal::CaptureStderr();
+    source.close();
+    const auto log = testing::internal::GetCapturedStderr();
+    EXPECT_NE(
+        log.find("kafka: the revocation when leaving the group failed error=\"release failed\""),
+        std::string::npos)
+        << log;
+    EXPECT_EQ(log.find("did not finish in time"), std::string::npos) << log;
 }
 
 // A close that does not finish within its bound is abandoned (docs/reliability.md: the hang of
