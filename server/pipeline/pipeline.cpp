@@ -38,6 +38,10 @@ void run(const config::Config& config, std::atomic<bool>& stop) {
         }
         http.emplace(config);
         http->start();
+    } else {
+        core::log::warn(
+            "http: http.enabled = false and metrics.listen is empty: no /metrics, /healthz or "
+            "/readyz is served (set metrics.listen = \"host:port\" to serve them alone)");
     }
     // The archiver has its own thread, connections and stop flag, so that it stops after
     // ingest (the stop order in pipeline.hpp), not with it.

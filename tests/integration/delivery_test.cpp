@@ -280,6 +280,8 @@ TEST(Delivery, MessagesKafkaDeletedWhileTrackdRunsAreReportedAsLoss) {
     EXPECT_NE(line.find("lost_to_offset=79"), std::string::npos) << line;
     EXPECT_NE(line.find("messages=30"), std::string::npos) << line;
     EXPECT_EQ(log.find("data loss", at + 1), std::string::npos) << "reported once: " << log;
+    // The harness turns the API off and sets no metrics.listen: trackd says nothing is served.
+    EXPECT_NE(log.find("no /metrics, /healthz or /readyz is served"), std::string::npos) << log;
     EXPECT_EQ(one_value(h.db(),
                         "SELECT count(*) || ' ' || min(kafka_offset) || ' ' || "
                         "max(kafka_offset) FROM trackd.vehicle_telemetry_history"),

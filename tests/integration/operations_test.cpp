@@ -162,6 +162,9 @@ TEST(Operations, PrometheusScrapesTrackdDuringIngest) {
               "2");
     trackd->kill(SIGTERM);
     EXPECT_TRUE(trackd->wait_for(std::chrono::seconds(15)));
+    // The API is off (the harness) but metrics.listen serves: no warning that nothing is.
+    EXPECT_EQ(IngestHarness::read_file(h.log_path()).find("no /metrics, /healthz or /readyz"),
+              std::string::npos);
     prometheus.kill(SIGTERM);
     EXPECT_TRUE(prometheus.wait_for(std::chrono::seconds(30)));
 }
