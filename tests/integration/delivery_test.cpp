@@ -200,6 +200,19 @@ TEST(Delivery, EqualTimestampsGiveTheSameTablesAtBatchSizes1And20000) {
     EXPECT_FALSE(runs[0].events.empty()) << "the vehicles cross the fence line";
 }
 
+// trackd's log reports exactly one loss, of offsets `from`..`to`.
+void expect_one_loss(const std::string& log, std::int64_t from, std::int64_t to) {
+    const auto at = log.find("data loss: Kafka deleted messages before trackd read them");
+    ASSERT_NE(at, std::string::npos) << log;
+    const auto line = log.substr(at, log.find('\n', at) - at);
+    EXPECT_NE(line.find("lost_from_offset=" + std::to_string(from) + " "), std::string::npos)
+        << line;
+    EXPECT_NE(line.find("lost_to_offset=" + std::to_string(to) + " "), std::string::npos) << line;
+    EXPECT_NE(line.find("messages=" + std::to_string(to - from + 1) + " "), std::string::npos)
+        << line;
+    EXPECT_EQ(log.find("data loss", at + 1), std::string::npos) << "reported once: " << log;
+}
+
 // Retention deleted messages after the stored offset before trackd read them: trackd says so
 // with the exact range (never silent), and goes on from where the log starts.
 TEST(Delivery, MessagesKafkaDeletedBeforeTrackdReadThemAreReportedAsLoss) {
@@ -227,13 +240,7 @@ TEST(Delivery, MessagesKafkaDeletedBeforeTrackdReadThemAreReportedAsLoss) {
     trackd->kill(SIGTERM);
     ASSERT_TRUE(trackd->wait_for(std::chrono::seconds(30)));
     EXPECT_EQ(trackd->exit_code(), 0);
-    const auto log = IngestHarness::read_file(h.log_path());
-    const auto at = log.find("data loss: Kafka deleted messages before trackd read them");
-    ASSERT_NE(at, std::string::npos) << log;
-    const auto line = log.substr(at, log.find('\n', at) - at);
-    EXPECT_NE(line.find("lost_from_offset=10"), std::string::npos) << line;
-    EXPECT_NE(line.find("lost_to_offset=39"), std::string::npos) << line;
-    EXPECT_NE(line.find("messages=30"), std::string::npos) << line;
+    expect_one_loss(IngestHarness::read_file(h.log_path()), 10, 39);
     EXPECT_EQ(one_value(h.db(),
                         "SELECT count(*) || ' ' || min(kafka_offset) || ' ' || "
                         "max(kafka_offset) FROM trackd.vehicle_telemetry_history"),
@@ -273,13 +280,7 @@ TEST(Delivery, MessagesKafkaDeletedWhileTrackdRunsAreReportedAsLoss) {
     ASSERT_TRUE(trackd->wait_for(std::chrono::seconds(30)));
     EXPECT_EQ(trackd->exit_code(), 0);
     const auto log = IngestHarness::read_file(h.log_path());
-    const auto at = log.find("data loss: Kafka deleted messages before trackd read them");
-    ASSERT_NE(at, std::string::npos) << log;
-    const auto line = log.substr(at, log.find('\n', at) - at);
-    EXPECT_NE(line.find("lost_from_offset=50"), std::string::npos) << line;
-    EXPECT_NE(line.find("lost_to_offset=79"), std::string::npos) << line;
-    EXPECT_NE(line.find("messages=30"), std::string::npos) << line;
-    EXPECT_EQ(log.find("data loss", at + 1), std::string::npos) << "reported once: " << log;
+    expect_one_loss(log, 50, 79);
     // The harness turns the API off and sets no metrics.listen: trackd says nothing is served.
     EXPECT_NE(log.find("no /metrics, /healthz or /readyz is served"), std::string::npos) << log;
     EXPECT_EQ(one_value(h.db(),
