@@ -1944,6 +1944,38 @@ TEST(ArchiveRest, ALostCommitWhoseReadBackIsLostTooIsSettledByTheNextRound) {
     expect_one_exact_snapshot(a, "25");
 }
 
+// A commit the catalog applied and answered 200, but whose answer names no metadata-location
+// (rest_proxy.py --commit-answers-without-location): its outcome is unknown, as a lost reply's,
+// so the round reads the table back, finds its snapshot there and goes on; the next round
+// archives nothing twice. Before 2026-12-07 the files were deleted as if nothing had been
+// committed, and the table referenced files that were gone.
+TEST(ArchiveRest, ACommitAnsweredWithoutItsLocationKeepsItsFiles) {
+    TestDatabase db("archrestnoloc", Schema::migrated);
+    ArchiveFixture a(db.dsn(), "archrestnoloc", CatalogKind::rest);
+    db::Connection conn(db.dsn(), "test writer");
+    insert_rows(conn, 1, 25);
+    {
+        HttpFront proxy("archrestnoloc", iceberg_rest_uri(),
+                        {"--commit-answers-without-location", "1"});
+        const auto once = a.archive("--once", {{"TRACKD_ARCHIVE_REST_URI", proxy.uri}});
+        EXPECT_EQ(proxy.count("commit answered without location"), 1U) << proxy.text();
+        EXPECT_EQ(once.exit_code, 0) << once.output;
+        EXPECT_NE(once.output.find("names no metadata-location"), std::string::npos)
+            << once.output;
+        EXPECT_NE(once.output.find("archive commit found committed"), std::string::npos)
+            << once.output;
+    }
+    const auto f = a.check("files");
+    EXPECT_EQ(f.at("snapshots"), "1") << "the commit was applied by the server";
+    EXPECT_EQ(f.at("missing_files"), "0") << "the applied commit's files were deleted";
+    const auto again = a.archive("--once");
+    ASSERT_EQ(again.exit_code, 0) << again.output;
+    EXPECT_EQ(again.output.find("archive committed"), std::string::npos)
+        << "committed the same rows again\n"
+        << again.output;
+    expect_one_exact_snapshot(a, "25");
+}
+
 // A commit the catalog applied, then the mirror of its progress into PostgreSQL fails (here the
 // archiver's session is ended while it stands just after the commit; in life a restart of the
 // server): the snapshot's files stay, and the next round mirrors the progress. They were removed

@@ -16,6 +16,9 @@ checked), so the tests put this in front of it:
   --lose-reads-after-lost-commit N   after a commit reply is lost, the next N reads of the table
                                      (GET .../tables/{t}) are forwarded and answered by the
                                      server, and their answers lost the same way
+  --commit-answers-without-location N  the first N commits are forwarded and answered by the
+                                     server, and their 200s passed on without
+                                     "metadata-location" ("commit answered without location")
   --fail-commits N                   the first N commits are answered 503 without being forwarded
   --hold-commit-before FILE          the first commit waits until FILE exists before it is
                                      forwarded (the test kills the server meanwhile)
@@ -156,6 +159,7 @@ def main():
     p.add_argument("--lose-commit-replies", type=int, default=0)
     p.add_argument("--lose-reads-after-lost-commit", type=int, default=0)
     p.add_argument("--fail-commits", type=int, default=0)
+    p.add_argument("--commit-answers-without-location", type=int, default=0)
     p.add_argument("--hold-commit-before")
     p.add_argument("--hold-commit-after")
     p.add_argument("--tls-cert")
@@ -178,7 +182,8 @@ def main():
              "hold_before": bool(args.hold_commit_before),
              "hold_after": bool(args.hold_commit_after), "throttle": args.s3_throttle,
              "error": args.s3_error, "hang": args.s3_hang, "unharmed": args.s3_faults_after,
-             "lose_reads": 0, "not_found": args.schema_not_found}
+             "lose_reads": 0, "not_found": args.schema_not_found,
+             "no_location": args.commit_answers_without_location}
     uploads_seen = {}  # --s3-initiated-as-seen: upload id -> when its creation was forwarded
     checking = bool(args.client_id or args.token)
 
@@ -403,6 +408,12 @@ def main():
                         state["lose_reads"] = args.lose_reads_after_lost_commit
                     self.drop()
                     return
+            if commit and r.status_code == 200 and self.count_down("no_location"):
+                answer = r.json()
+                answer.pop("metadata-location", None)
+                say("commit answered without location")
+                self.reply(200, json.dumps(answer).encode())
+                return
             if method == "GET" and COMMIT.match(path) and self.count_down("lose_reads"):
                 say(f"read back lost (server answered {r.status_code})")
                 self.drop()
