@@ -1960,8 +1960,7 @@ TEST(ArchiveRest, ACommitAnsweredWithoutItsLocationKeepsItsFiles) {
         const auto once = a.archive("--once", {{"TRACKD_ARCHIVE_REST_URI", proxy.uri}});
         EXPECT_EQ(proxy.count("commit answered without location"), 1U) << proxy.text();
         EXPECT_EQ(once.exit_code, 0) << once.output;
-        EXPECT_NE(once.output.find("names no metadata-location"), std::string::npos)
-            << once.output;
+        EXPECT_NE(once.output.find("names no metadata-location"), std::string::npos) << once.output;
         EXPECT_NE(once.output.find("archive commit found committed"), std::string::npos)
             << once.output;
     }
