@@ -344,15 +344,10 @@ def main():
                 self.reply(401, b'{"error": {"message": "not authorized", "type": '
                                 b'"NotAuthorizedException", "code": 401}}')
                 return
-            if method == "GET" and "/schemas/ids/" in path:
-                with lock:
-                    not_found = state["not_found"] > 0
-                    if not_found:
-                        state["not_found"] -= 1
-                if not_found:
-                    say("schema not found 404")
-                    self.reply(404, b'{"error_code": 40403, "message": "Schema not found"}')
-                    return
+            if method == "GET" and "/schemas/ids/" in path and self.count_down("not_found"):
+                say("schema not found 404")
+                self.reply(404, b'{"error_code": 40403, "message": "Schema not found"}')
+                return
             commit = method == "POST" and COMMIT.match(path) is not None
             if commit:
                 with lock:
